@@ -1,0 +1,442 @@
+"""Fast ELF reader: header, program headers, section table, dynamic section,
+dynamic symbols and symbol-version needs — nothing else is touched.
+
+ELF32/ELF64, little and big endian. Every read is bounds checked and every
+loop capped, so hostile input ends in MalformedBinary.
+"""
+from __future__ import annotations
+
+from .binview import BinView, MalformedBinary
+from .model import BinaryInfo, ImportedLibrary, Section
+
+EM_NAMES = {
+    3: "x86",
+    62: "x86_64",
+    183: "arm64",
+    40: "arm",
+    20: "ppc",
+    8: "mips",
+    243: "riscv",
+    258: "loongarch64",
+    2: "sparc",
+    43: "sparc64",
+    22: "s390",
+}
+
+ET_REL, ET_EXEC, ET_DYN, ET_CORE = 1, 2, 3, 4
+PT_LOAD, PT_DYNAMIC, PT_INTERP = 1, 2, 3
+SHT_NOBITS, SHT_DYNAMIC, SHT_DYNSYM = 8, 6, 11
+SHT_GNU_VERNEED, SHT_GNU_VERSYM = 0x6FFFFFFE, 0x6FFFFFFF
+SHN_UNDEF, SHN_ABS, SHN_XINDEX = 0, 0xFFF1, 0xFFFF
+PN_XNUM = 0xFFFF
+
+DT_NULL, DT_NEEDED, DT_STRTAB, DT_SYMTAB, DT_STRSZ, DT_SYMENT = 0, 1, 5, 6, 10, 11
+DT_SONAME, DT_RPATH, DT_BIND_NOW, DT_RUNPATH, DT_FLAGS = 14, 15, 24, 29, 30
+DT_HASH, DT_GNU_HASH = 4, 0x6FFFFEF5
+DT_VERSYM, DT_VERNEED, DT_VERNEEDNUM = 0x6FFFFFF0, 0x6FFFFFFE, 0x6FFFFFFF
+DT_FLAGS_1 = 0x6FFFFFFB
+DF_BIND_NOW = 0x8
+DF_1_NOW = 0x1
+
+STB_LOCAL = 0
+STT_SECTION, STT_FILE = 3, 4
+
+# Caps against hostile input.
+MAX_SECTIONS = 65536
+MAX_PHDRS = 65536
+MAX_DYN_ENTRIES = 100_000
+MAX_SYMBOLS = 1_000_000
+MAX_VERNEED = 10_000
+MAX_VERNAUX = 100_000
+
+
+def is_export(typ: int, shndx: int, value: int, size: int) -> bool:
+    """A defined, non-local dynamic symbol other than a section/file symbol and
+    other than a version-definition marker (an absolute symbol at 0 named
+    after the version node, e.g. "libcublas.so.12", made by older GNU ld)."""
+    if typ in (STT_SECTION, STT_FILE):
+        return False
+    return not (shndx == SHN_ABS and value == 0 and size == 0)
+
+
+def machine_name(em: int, bits: int, little: bool) -> str:
+    if em == 21:  # EM_PPC64
+        return "ppc64le" if little else "ppc64"
+    if em == 22:
+        return "s390x" if bits == 64 else "s390"
+    if em == 243:
+        return f"riscv{bits}"
+    if em == 8:
+        return ("mips64" if bits == 64 else "mips") + ("el" if little else "")
+    name = EM_NAMES.get(em)
+    return name if name is not None else f"unknown({em:#x})"
+
+
+class _Elf:
+    def __init__(self, v: BinView) -> None:
+        if v.size < 16 or v.read(0, 4) != b"\x7fELF":
+            raise MalformedBinary("not an ELF file: no \\x7fELF magic")
+        ei_class, ei_data = v.read(4, 2)
+        if ei_class not in (1, 2):
+            raise MalformedBinary(f"unknown ELF class {ei_class} (expected 1 = 32-bit or 2 = 64-bit)")
+        if ei_data not in (1, 2):
+            raise MalformedBinary(f"unknown ELF data encoding {ei_data} (expected 1 = LE or 2 = BE)")
+        self.bits = 32 if ei_class == 1 else 64
+        self.little = ei_data == 1
+        v.endian = "<" if self.little else ">"
+        self.v = v
+        if self.bits == 64:
+            (self.e_type, self.e_machine, _ver, _entry, self.phoff, self.shoff, _flags, _ehsize,
+             self.phentsize, phnum, self.shentsize, shnum, shstrndx) = v.unpack(
+                "HHIQQQIHHHHHH", 16, "ELF header")
+        else:
+            (self.e_type, self.e_machine, _ver, _entry, self.phoff, self.shoff, _flags, _ehsize,
+             self.phentsize, phnum, self.shentsize, shnum, shstrndx) = v.unpack(
+                "HHIIIIIHHHHHH", 16, "ELF header")
+        # Extended numbering lives in section header 0.
+        sh0 = None
+        if self.shoff and (shnum == 0 or shstrndx == SHN_XINDEX or phnum == PN_XNUM):
+            sh0 = self._shdr(0)
+        if sh0 is not None:
+            if shnum == 0:
+                shnum = sh0[5]
+            if shstrndx == SHN_XINDEX:
+                shstrndx = sh0[6]
+            if phnum == PN_XNUM:
+                phnum = sh0[7]
+        self.phnum = phnum if self.phoff else 0
+        self.shnum = shnum if self.shoff else 0
+        self.shstrndx = shstrndx
+        if self.shnum > MAX_SECTIONS:
+            raise MalformedBinary(f"ELF claims {self.shnum} sections (more than {MAX_SECTIONS})")
+        if self.phnum > MAX_PHDRS:
+            raise MalformedBinary(f"ELF claims {self.phnum} program headers (more than {MAX_PHDRS})")
+        self.phdrs = self._phdrs()
+        self.shdrs = [self._shdr(i) for i in range(self.shnum)]
+
+    # -- headers ------------------------------------------------------------------
+
+    def _shdr(self, i: int):
+        """(name, type, flags, addr, offset, size, link, info, entsize)."""
+        v = self.v
+        if self.bits == 64:
+            if self.shentsize and self.shentsize < 64:
+                raise MalformedBinary(f"section header entry size {self.shentsize} is too small")
+            o = self.shoff + i * (self.shentsize or 64)
+            name, typ, flags, addr, off, size, link, info, _align, ent = v.unpack(
+                "IIQQQQIIQQ", o, "section header")
+        else:
+            if self.shentsize and self.shentsize < 40:
+                raise MalformedBinary(f"section header entry size {self.shentsize} is too small")
+            o = self.shoff + i * (self.shentsize or 40)
+            name, typ, flags, addr, off, size, link, info, _align, ent = v.unpack(
+                "IIIIIIIIII", o, "section header")
+        return (name, typ, flags, addr, off, size, link, info, ent)
+
+    def _phdrs(self):
+        """[(type, offset, vaddr, filesz, memsz)]."""
+        v = self.v
+        out = []
+        if self.phnum == 0:
+            return out
+        if self.bits == 64:
+            ent = self.phentsize or 56
+            if ent < 56:
+                raise MalformedBinary(f"program header entry size {ent} is too small")
+            for i in range(self.phnum):
+                typ, _fl, off, vaddr, _pa, filesz, memsz, _al = v.unpack(
+                    "IIQQQQQQ", self.phoff + i * ent, "program header")
+                out.append((typ, off, vaddr, filesz, memsz))
+        else:
+            ent = self.phentsize or 32
+            if ent < 32:
+                raise MalformedBinary(f"program header entry size {ent} is too small")
+            for i in range(self.phnum):
+                typ, off, vaddr, _pa, filesz, memsz, _fl, _al = v.unpack(
+                    "IIIIIIII", self.phoff + i * ent, "program header")
+                out.append((typ, off, vaddr, filesz, memsz))
+        return out
+
+    def vaddr_to_offset(self, addr: int, what: str) -> int:
+        for typ, off, vaddr, filesz, _memsz in self.phdrs:
+            if typ == PT_LOAD and vaddr <= addr < vaddr + filesz:
+                return off + (addr - vaddr)
+        # No segments (or not covered): fall back to allocated sections.
+        for _n, typ, _f, saddr, soff, size, _l, _i, _e in self.shdrs:
+            if typ != SHT_NOBITS and saddr and saddr <= addr < saddr + size:
+                return soff + (addr - saddr)
+        raise MalformedBinary(f"{what} address {addr:#x} is outside every loadable segment")
+
+    # -- sections -----------------------------------------------------------------
+
+    def sections(self) -> tuple[Section, ...]:
+        if not self.shdrs:
+            return ()
+        strtab = None
+        if 0 < self.shstrndx < len(self.shdrs):
+            s = self.shdrs[self.shstrndx]
+            strtab = (s[4], s[4] + s[5])
+        out = []
+        for i, (name_off, typ, _f, addr, off, size, _l, _info, _e) in enumerate(self.shdrs):
+            if i == 0 and typ == 0:
+                continue  # the reserved null section
+            if strtab is None:
+                name = ""
+            else:
+                name = self.v.cstr(strtab[0] + name_off, "section name", limit=strtab[1])
+            out.append(Section(name, addr, size, off, 0 if typ == SHT_NOBITS else size))
+        return tuple(out)
+
+    # -- dynamic --------------------------------------------------------------------
+
+    def dynamic(self) -> list[tuple[int, int]] | None:
+        v = self.v
+        start = size = None
+        for typ, off, _va, filesz, _m in self.phdrs:
+            if typ == PT_DYNAMIC:
+                start, size = off, filesz
+                break
+        if start is None:
+            for sh in self.shdrs:
+                if sh[1] == SHT_DYNAMIC:
+                    start, size = sh[4], sh[5]
+                    break
+        if start is None:
+            return None
+        fmt = "qQ" if self.bits == 64 else "iI"
+        ent = 16 if self.bits == 64 else 8
+        count = min(size // ent, MAX_DYN_ENTRIES)
+        # Strict on purpose: a dynamic table cut off by the end of the file
+        # would otherwise read as "no dependencies".
+        v.check(start, count * ent, "dynamic section")
+        out = []
+        for tag, val in v.iter_unpack(fmt, start, count, "dynamic section"):
+            if tag == DT_NULL:
+                return out
+            out.append((tag, val))
+        return out
+
+    def dynstr_range(self, dyn: list[tuple[int, int]]) -> tuple[int, int] | None:
+        tags = dict(dyn)
+        # Prefer the section .dynsym links to / the SHT_DYNAMIC link (exact bounds).
+        for sh in self.shdrs:
+            if sh[1] == SHT_DYNAMIC and 0 < sh[6] < len(self.shdrs):
+                s = self.shdrs[sh[6]]
+                return (s[4], s[4] + s[5])
+        if DT_STRTAB in tags:
+            off = self.vaddr_to_offset(tags[DT_STRTAB], "DT_STRTAB")
+            size = tags.get(DT_STRSZ, self.v.size - off)
+            return (off, off + size)
+        return None
+
+
+def read_elf(v: BinView) -> BinaryInfo:
+    e = _Elf(v)
+    has_interp = any(p[0] == PT_INTERP for p in e.phdrs)
+    kind = {ET_REL: "relocatable", ET_EXEC: "executable", ET_CORE: "core"}.get(e.e_type)
+    if e.e_type == ET_DYN:
+        kind = "executable" if has_interp else "shared-library"
+    elif kind is None:
+        kind = "other"
+
+    sections = e.sections()
+    dyn = e.dynamic() or []
+    needed: list[str] = []
+    soname = None
+    runpath: list[str] = []
+    rpath: list[str] = []
+    bind_now = False
+    strtab = e.dynstr_range(dyn) if dyn else None
+
+    def dstr(val: int, what: str) -> str:
+        if strtab is None:
+            raise MalformedBinary(f"{what} present but the dynamic string table is missing")
+        return v.cstr(strtab[0] + val, what, limit=strtab[1])
+
+    for tag, val in dyn:
+        if tag == DT_NEEDED:
+            needed.append(dstr(val, "DT_NEEDED name"))
+        elif tag == DT_SONAME:
+            soname = dstr(val, "DT_SONAME")
+        elif tag == DT_RUNPATH:
+            runpath.extend(p for p in dstr(val, "DT_RUNPATH").split(":") if p)
+        elif tag == DT_RPATH:
+            rpath.extend(p for p in dstr(val, "DT_RPATH").split(":") if p)
+        elif tag == DT_BIND_NOW:
+            bind_now = True
+        elif tag == DT_FLAGS and val & DF_BIND_NOW:
+            bind_now = True
+        elif tag == DT_FLAGS_1 and val & DF_1_NOW:
+            bind_now = True
+
+    undefined, exports, by_lib = _dynamic_symbols(e, dyn)
+    imports = []
+    used: set[str] = set()
+    for name in needed:
+        syms: tuple[str, ...] = ()
+        if name not in used:  # a duplicate NEEDED gets no second copy of the symbols
+            syms = tuple(sorted(by_lib.get(name, ())))
+            used.add(name)
+        imports.append(ImportedLibrary(name, "static", syms))
+    return BinaryInfo(
+        format="ELF",
+        machine=machine_name(e.e_machine, e.bits, e.little),
+        bits=e.bits,
+        kind=kind,
+        imports=tuple(imports),
+        exports=tuple(sorted(exports)),
+        sections=sections,
+        soname=soname,
+        runpath=tuple(runpath),
+        rpath=tuple(rpath),
+        undefined_symbols=tuple(sorted(undefined)),
+        bind_now=bind_now,
+    )
+
+
+def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
+    """Where the dynamic symbols live: (sym_off, count, strtab (start, end),
+    versym_off | None, verneed (off, end, num, strtab) | None).
+
+    From the section table when there is one (exact sizes), else from the
+    dynamic tags (section-stripped binaries): the symbol count then comes
+    from DT_HASH or DT_GNU_HASH, as the dynamic loader sees it.
+    """
+    v = e.v
+    ent = 24 if e.bits == 64 else 16
+    dynsym = next((sh for sh in e.shdrs if sh[1] == SHT_DYNSYM), None)
+    if dynsym is not None:
+        _n, _t, _f, _a, sym_off, sym_size, link, _info, entsize = dynsym
+        if entsize and entsize != ent:
+            raise MalformedBinary(f".dynsym entry size {entsize} is not {ent}")
+        if not 0 < link < len(e.shdrs):
+            raise MalformedBinary(f".dynsym links to string table section {link}, which does not exist")
+        s = e.shdrs[link]
+        strtab = (s[4], s[4] + s[5])
+        count = sym_size // ent
+        versym_off = verneed = None
+        for sh in e.shdrs:
+            if sh[1] == SHT_GNU_VERSYM:
+                versym_off = sh[4]
+            elif sh[1] == SHT_GNU_VERNEED:
+                if not 0 < sh[6] < len(e.shdrs):
+                    raise MalformedBinary(
+                        f".gnu.version_r links to string table section {sh[6]}, which does not exist")
+                vs = e.shdrs[sh[6]]
+                verneed = (sh[4], sh[4] + sh[5], sh[7], (vs[4], vs[4] + vs[5]))
+        return sym_off, count, strtab, versym_off, verneed
+    tags = dict(dyn)
+    if e.shdrs or DT_SYMTAB not in tags:
+        return None
+    strtab = e.dynstr_range(dyn)
+    if strtab is None:
+        raise MalformedBinary("DT_SYMTAB present but the dynamic string table is missing")
+    sym_off = e.vaddr_to_offset(tags[DT_SYMTAB], "DT_SYMTAB")
+    if DT_HASH in tags:
+        count = v.u32(e.vaddr_to_offset(tags[DT_HASH], "DT_HASH") + 4, "DT_HASH nchain")
+    elif DT_GNU_HASH in tags:
+        count = _gnu_hash_count(e, e.vaddr_to_offset(tags[DT_GNU_HASH], "DT_GNU_HASH"))
+    else:
+        raise MalformedBinary("DT_SYMTAB without DT_HASH/DT_GNU_HASH: the symbol count is unknown")
+    versym_off = e.vaddr_to_offset(tags[DT_VERSYM], "DT_VERSYM") if DT_VERSYM in tags else None
+    verneed = None
+    if DT_VERNEED in tags:
+        off = e.vaddr_to_offset(tags[DT_VERNEED], "DT_VERNEED")
+        verneed = (off, v.size, tags.get(DT_VERNEEDNUM, 0), strtab)
+    return sym_off, count, strtab, versym_off, verneed
+
+
+def _gnu_hash_count(e: _Elf, off: int) -> int:
+    v = e.v
+    nbuckets, symoffset, bloom_size, _shift = v.unpack("IIII", off, "DT_GNU_HASH header")
+    if nbuckets > MAX_SYMBOLS or bloom_size > MAX_SYMBOLS:
+        raise MalformedBinary(f"DT_GNU_HASH claims {nbuckets} buckets / {bloom_size} bloom words")
+    buckets = off + 16 + bloom_size * (8 if e.bits == 64 else 4)
+    last = max((b for (b,) in v.iter_unpack("I", buckets, nbuckets, "DT_GNU_HASH buckets")), default=0)
+    if last < symoffset:
+        return symoffset
+    chains = buckets + 4 * nbuckets
+    i = last
+    while True:
+        if i - symoffset > MAX_SYMBOLS:
+            raise MalformedBinary("DT_GNU_HASH chain does not end")
+        if v.u32(chains + 4 * (i - symoffset), "DT_GNU_HASH chain") & 1:
+            return i + 1
+        i += 1
+
+
+def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]]):
+    """(undefined names, exported names, {needed file: {symbol names}})."""
+    v = e.v
+    tables = _symbol_tables(e, dyn)
+    if tables is None:
+        return set(), set(), {}
+    sym_off, count, (str_start, str_end), versym_off, verneed = tables
+    ent = 24 if e.bits == 64 else 16
+    if count > MAX_SYMBOLS:
+        raise MalformedBinary(f"dynamic symbol table claims {count} symbols (more than {MAX_SYMBOLS})")
+    v.check(sym_off, count * ent, "dynamic symbol table")
+    fmt = "IBBHQQ" if e.bits == 64 else "IIIBBH"
+    ver_file: dict[int, str] = {}
+    if verneed is not None:
+        ver_file = _verneed(e, *verneed)
+    if versym_off is not None and ver_file:
+        v.check(versym_off, 2 * count, "symbol version table (.gnu.version)")
+    else:
+        versym_off = None
+    undefined: set[str] = set()
+    exports: set[str] = set()
+    by_lib: dict[str, set[str]] = {}
+    cstr = v.cstr
+    for i, rec in enumerate(v.iter_unpack(fmt, sym_off, count, "dynamic symbol table")):
+        if e.bits == 64:
+            name_off, info, shndx, value, size = rec[0], rec[1], rec[3], rec[4], rec[5]
+        else:
+            name_off, info, shndx, value, size = rec[0], rec[3], rec[5], rec[1], rec[2]
+        if name_off == 0:
+            continue
+        bind, typ = info >> 4, info & 0xF
+        if bind == STB_LOCAL:
+            continue
+        if shndx == SHN_UNDEF:
+            name = cstr(str_start + name_off, "dynamic symbol name", limit=str_end)
+            undefined.add(name)
+            if versym_off is not None:
+                f = ver_file.get(v.u16(versym_off + 2 * i) & 0x7FFF)
+                if f is not None:
+                    by_lib.setdefault(f, set()).add(name)
+        elif is_export(typ, shndx, value, size):
+            exports.add(cstr(str_start + name_off, "dynamic symbol name", limit=str_end))
+    return undefined, exports, by_lib
+
+
+def _verneed(e: _Elf, off: int, end: int, num: int, strtab: tuple[int, int]) -> dict[int, str]:
+    """Version index -> name of the needed file it belongs to."""
+    v = e.v
+    str_start, str_end = strtab
+    out: dict[int, str] = {}
+    if end - off < 16:
+        return out  # an empty table
+    pos = off
+    n_aux = 0
+    for _ in range(min(num or MAX_VERNEED, MAX_VERNEED)):
+        if not off <= pos < end:
+            raise MalformedBinary(f"version-needs entry at {pos:#x} lies outside its table")
+        _ver, cnt, file_off, aux, nxt = v.unpack("HHIII", pos, "version-needs entry")
+        fname = v.cstr(str_start + file_off, "version-needs file name", limit=str_end)
+        apos = pos + aux
+        for _ in range(cnt):
+            n_aux += 1
+            if n_aux > MAX_VERNAUX:
+                raise MalformedBinary(f"version-needs table has more than {MAX_VERNAUX} entries")
+            if not off <= apos < end:
+                raise MalformedBinary(f"version-needs aux entry at {apos:#x} lies outside its table")
+            _hash, _flags, other, _name, anext = v.unpack("IHHII", apos, "version-needs aux entry")
+            out.setdefault(other & 0x7FFF, fname)
+            if anext == 0:
+                break
+            apos += anext
+        if nxt == 0:
+            break
+        pos += nxt
+    return out

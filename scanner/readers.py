@@ -1,0 +1,150 @@
+"""Entry points for reading one binary into a :class:`~cuda4amd.model.BinaryInfo`.
+
+    read_path(path, engine="fast")   # mmap, reads only headers and tables
+    read_bytes(data, engine="fast")
+    sniff(first_bytes) / sniff_file(fileobj)   # "PE" | "ELF" | None
+
+Engines: ``"fast"`` (pure Python over mmap, the default) and ``"lief"`` (the
+reference, reads whole files; imported lazily). Whatever goes wrong inside a
+parser surfaces as :class:`MalformedBinary` (a ValueError) — or OSError for
+I/O — so callers need to catch only those.
+"""
+from __future__ import annotations
+
+import mmap
+import os
+import struct
+from typing import BinaryIO
+
+from .binview import BinView, MalformedBinary
+from .model import BinaryInfo
+
+__all__ = [
+    "ENGINES",
+    "MalformedBinary",
+    "SNIFF_BYTES",
+    "read_bytes",
+    "read_path",
+    "sniff",
+    "sniff_file",
+]
+
+ENGINES = ("fast", "lief")
+
+#: Enough leading bytes for :func:`sniff` to see the PE signature of any
+#: ordinary image (e_lfanew is almost always < 0x400); :func:`sniff_file`
+#: follows e_lfanew wherever it points.
+SNIFF_BYTES = 4096
+
+
+def sniff(first_bytes: bytes) -> str | None:
+    """"PE", "ELF" or None from the leading bytes of a file.
+
+    "PE" needs the "MZ" header *and* "PE\\0\\0" at e_lfanew, so plain DOS
+    programs are not PE; if e_lfanew lies beyond ``first_bytes`` the answer
+    is None — use :func:`sniff_file` for an exact answer.
+    """
+    if first_bytes[:4] == b"\x7fELF":
+        return "ELF"
+    if first_bytes[:2] == b"MZ" and len(first_bytes) >= 0x40:
+        (e_lfanew,) = struct.unpack_from("<I", first_bytes, 0x3C)
+        if first_bytes[e_lfanew : e_lfanew + 4] == b"PE\0\0":
+            return "PE"
+    return None
+
+
+def sniff_file(f: BinaryIO) -> str | None:
+    """Like :func:`sniff` for a seekable binary file object (its position is restored)."""
+    pos = f.tell()
+    try:
+        f.seek(0)
+        head = f.read(0x40)
+        if head[:4] == b"\x7fELF":
+            return "ELF"
+        if head[:2] != b"MZ" or len(head) < 0x40:
+            return None
+        (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
+        f.seek(e_lfanew)
+        return "PE" if f.read(4) == b"PE\0\0" else None
+    finally:
+        f.seek(pos)
+
+
+def _check_engine(engine: str) -> None:
+    if engine not in ENGINES:
+        raise ValueError(f"unknown reader engine {engine!r} (choose from {', '.join(ENGINES)})")
+
+
+EMPTY = "empty file (0 bytes): not a PE or ELF binary"
+
+
+def _read_view(buf) -> BinaryInfo:
+    if len(buf) == 0:
+        raise MalformedBinary(EMPTY)
+    kind = sniff(bytes(buf[:SNIFF_BYTES]))
+    if kind is None and buf[:2] == b"MZ" and len(buf) >= 0x40:
+        (e_lfanew,) = struct.unpack_from("<I", buf, 0x3C)
+        if buf[e_lfanew : e_lfanew + 4] == b"PE\0\0":
+            kind = "PE"
+    if kind == "PE":
+        from .pe_reader import read_pe
+
+        return read_pe(BinView(buf))
+    if kind == "ELF":
+        from .elf_reader import read_elf
+
+        return read_elf(BinView(buf))
+    if buf[:2] == b"MZ":
+        raise MalformedBinary("MZ header without a PE signature: a DOS program or a damaged PE file")
+    raise MalformedBinary("not a PE or ELF binary (unknown magic)")
+
+
+def _guard(fn, *args) -> BinaryInfo:
+    """Run a parser; anything but MalformedBinary/OSError becomes MalformedBinary."""
+    try:
+        return fn(*args)
+    except (MalformedBinary, OSError):
+        raise
+    except MemoryError:
+        raise MalformedBinary("binary structures need more memory than is available") from None
+    except RecursionError:
+        raise MalformedBinary("binary structures nest too deeply (cyclic?)") from None
+    except Exception as exc:  # noqa: BLE001 - the contract: one exception type for bad input
+        raise MalformedBinary(f"cannot parse binary ({type(exc).__name__}: {exc})") from exc
+
+
+def read_bytes(data: bytes, engine: str = "fast") -> BinaryInfo:
+    """Read a binary held in memory."""
+    _check_engine(engine)
+    if engine == "lief":
+        from .lief_reader import read_lief
+
+        return _guard(read_lief, bytes(data))
+    if isinstance(data, memoryview):
+        data = data.tobytes()
+    return _guard(_read_view, data)
+
+
+def read_path(path: str | os.PathLike, engine: str = "fast") -> BinaryInfo:
+    """Read the binary at ``path`` (mmap'd for the fast engine: only the needed pages are touched)."""
+    _check_engine(engine)
+    if engine == "lief":
+        from .lief_reader import read_lief
+
+        return _guard(read_lief, os.fspath(path))
+    with open(path, "rb") as f:
+        size = os.fstat(f.fileno()).st_size
+        if size == 0:
+            raise MalformedBinary(EMPTY)
+        try:
+            mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
+        except (ValueError, OSError) as exc:
+            # Some files (special files, some network shares) cannot be mapped:
+            # read small ones, refuse to load big ones into memory.
+            if size > 64 * 1024 * 1024:
+                raise OSError(f"cannot memory-map {os.fspath(path)!r}: {exc}") from exc
+            return _guard(_read_view, f.read())
+    try:
+        return _guard(_read_view, mm)
+    finally:
+        mm.close()

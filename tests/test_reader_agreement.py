@@ -1,0 +1,150 @@
+"""The fast readers must produce exactly what the lief reference produces.
+
+Compared field by field as whole BinaryInfo objects. The lief reader already
+maps lief's view onto the model (lief_reader.py documents each mapping: COFF
+long names via ``coff_string``, exports in name-table order, NOBITS sections
+with file_size 0, the null ELF section dropped), so no normalisation is
+needed here.
+
+Only well-formed files are compared: on corrupt input lief returns partial
+objects where the fast reader raises MalformedBinary (tested in
+test_readers.py), so fixtures/corrupt/ is left out.
+"""
+from __future__ import annotations
+
+import os
+import tempfile
+import time
+import zipfile
+from dataclasses import asdict
+from pathlib import Path
+
+import pytest
+
+from cuda4amd.binview import MalformedBinary
+from cuda4amd.readers import read_bytes, read_path, sniff
+from test_readers import FIXTURES, build_samples, fixture_binaries, make_elf, CUDA_ELF
+
+EXPECTED_WHEELS = (
+    "cupy_cuda12x-14.2.0",
+    "ctranslate2-4.8.5",
+    "nvidia_cuda_runtime_cu12-12.9.79",
+    "nvidia_cufft_cu12-11.4.1.4",
+)
+
+
+def explain(fast, ref) -> str:
+    """A short account of the first differences, for the assertion message."""
+    a, b = asdict(fast), asdict(ref)
+    lines = []
+    for key in a:
+        if a[key] == b[key]:
+            continue
+        if isinstance(a[key], list) and isinstance(b[key], list):
+            sa = {repr(x) for x in a[key]}
+            sb = {repr(x) for x in b[key]}
+            lines.append(f"{key}: fast-only {sorted(sa - sb)[:3]} lief-only {sorted(sb - sa)[:3]}"
+                         + (" (order differs)" if sa == sb else ""))
+        else:
+            lines.append(f"{key}: fast {a[key]!r} lief {b[key]!r}")
+    return "; ".join(lines)
+
+
+def assert_agree(path: Path) -> None:
+    fast = read_path(path)
+    ref = read_path(path, engine="lief")
+    assert fast == ref, f"{path}: {explain(fast, ref)}"
+
+
+# --------------------------------------------------------------------------------------
+# fixtures and locally built samples
+# --------------------------------------------------------------------------------------
+
+FIXTURE_FILES = fixture_binaries()
+
+
+@pytest.mark.skipif(not FIXTURE_FILES, reason="no PE/ELF fixtures built (fixtures/build.sh)")
+@pytest.mark.parametrize("path", FIXTURE_FILES, ids=lambda p: str(p.relative_to(FIXTURES)))
+def test_fixture_fast_equals_lief(path):
+    assert_agree(path)
+
+
+@pytest.fixture(scope="module")
+def samples(tmp_path_factory):
+    return build_samples(tmp_path_factory.mktemp("agreement_samples"))
+
+
+def test_samples_fast_equals_lief(samples):
+    assert samples  # the handmade ELF images at least
+    for path in samples.values():
+        assert_agree(path)
+
+
+@pytest.mark.parametrize("bits", [32, 64])
+@pytest.mark.parametrize("little", [True, False])
+def test_handmade_elf_fast_equals_lief(bits, little):
+    # arm64/arm little endian, ppc64/ppc big endian (lief derives the byte
+    # order of some machines from e_machine, so keep the pairs realistic)
+    machine = {(64, True): 183, (32, True): 40, (64, False): 21, (32, False): 20}[bits, little]
+    data = make_elf(bits=bits, little=little, machine=machine, interp=True, bind_now=True, **CUDA_ELF)
+    assert read_bytes(data) == read_bytes(data, engine="lief")
+
+
+# --------------------------------------------------------------------------------------
+# real-world wheels
+# --------------------------------------------------------------------------------------
+
+
+def wheel_cache() -> Path:
+    return Path(os.environ.get("CUDA4AMD_WHEEL_CACHE", "~/.cache/cuda4amd/wheels")).expanduser()
+
+
+def cached_wheels() -> list[Path]:
+    cache = wheel_cache()
+    return sorted(cache.glob("*.whl")) if cache.is_dir() else []
+
+
+@pytest.mark.acceptance
+def test_real_wheels_fast_equals_lief(tmp_path):
+    """Every PE/ELF member of the cached CUDA wheels: fast == lief.
+
+    lief reads whole files (the cuFFT DLL is ~290 MB, ≈2x that in memory),
+    so this takes a while; the timings are reported on failure and in -s
+    output.
+    """
+    wheels = cached_wheels()
+    if not wheels:
+        pytest.skip(f"no wheels cached in {wheel_cache()} (expected {', '.join(EXPECTED_WHEELS)}; "
+                    "set CUDA4AMD_WHEEL_CACHE)")
+    missing = [w for w in EXPECTED_WHEELS if not any(p.name.startswith(w + "-") for p in wheels)]
+    compared, t_fast, t_lief = 0, 0.0, 0.0
+    failures = []
+    for wheel in wheels:
+        with zipfile.ZipFile(wheel) as zf:
+            for member in zf.infolist():
+                if member.is_dir() or member.file_size < 64:
+                    continue
+                with zf.open(member) as f:
+                    head = f.read(4096)
+                if sniff(head) is None:
+                    continue
+                with tempfile.TemporaryDirectory(dir=tmp_path) as d:
+                    path = Path(zf.extract(member, d))
+                    t0 = time.perf_counter()
+                    try:
+                        fast = read_path(path)
+                    except MalformedBinary as exc:
+                        failures.append(f"{wheel.name}!{member.filename}: fast reader failed: {exc}")
+                        continue
+                    t1 = time.perf_counter()
+                    ref = read_path(path, engine="lief")
+                    t2 = time.perf_counter()
+                t_fast += t1 - t0
+                t_lief += t2 - t1
+                compared += 1
+                if fast != ref:
+                    failures.append(f"{wheel.name}!{member.filename}: {explain(fast, ref)}")
+    print(f"\ncompared {compared} binaries from {len(wheels)} wheels: fast {t_fast:.2f} s, lief {t_lief:.2f} s"
+          + (f"; not cached: {', '.join(missing)}" if missing else ""))
+    assert compared > 0, f"no PE/ELF members in {[w.name for w in wheels]}"
+    assert not failures, "\n".join(failures)
