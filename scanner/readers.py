@@ -54,18 +54,27 @@ def sniff(first_bytes: bytes) -> str | None:
 
 
 def sniff_file(f: BinaryIO) -> str | None:
-    """Like :func:`sniff` for a seekable binary file object (its position is restored)."""
+    """Like :func:`sniff` for a seekable binary file object (its position is restored).
+
+    An MZ file whose header or e_lfanew runs past the end of the file counts
+    as PE: it is far more likely a truncated DLL than a DOS program, and the
+    reader then reports it as one per-file error instead of skipping it.
+    A DOS program (PE signature absent where e_lfanew points) is not PE.
+    """
     pos = f.tell()
     try:
         f.seek(0)
         head = f.read(0x40)
         if head[:4] == b"\x7fELF":
             return "ELF"
-        if head[:2] != b"MZ" or len(head) < 0x40:
+        if head[:2] != b"MZ":
             return None
+        if len(head) < 0x40:
+            return "PE"
         (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
         f.seek(e_lfanew)
-        return "PE" if f.read(4) == b"PE\0\0" else None
+        signature = f.read(4)
+        return "PE" if signature == b"PE\0\0" or len(signature) < 4 else None
     finally:
         f.seek(pos)
 

@@ -361,6 +361,18 @@ def test_sniff_file_follows_far_lfanew():
     assert sniff(bytes(pe[:SNIFF_BYTES])) is None  # not enough bytes to tell
 
 
+def test_sniff_file_counts_truncated_mz_files_as_pe():
+    # a truncated DLL must become a read error, not silently vanish from the scan
+    assert sniff_file(io.BytesIO(b"MZ" + bytes(20))) == "PE"
+    head = bytearray(0x40)
+    head[:2] = b"MZ"
+    struct.pack_into("<I", head, 0x3C, 0x1000)  # e_lfanew beyond the end of the file
+    assert sniff_file(io.BytesIO(bytes(head))) == "PE"
+    for name in ("truncated_header.dll", "bad_lfanew.dll"):
+        with open(FIXTURES / "corrupt" / name, "rb") as f:
+            assert sniff_file(f) == "PE"
+
+
 def test_unknown_engine():
     with pytest.raises(ValueError, match="engine"):
         read_bytes(b"\x7fELF", engine="nope")

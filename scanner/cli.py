@@ -1,0 +1,97 @@
+"""The `cuda4amd` command. Thin: options in, library call, rendered report out.
+
+Heavy modules (rich, networkx, the readers) are imported inside the commands
+so `cuda4amd --help` starts fast.
+"""
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import click
+
+from . import __version__
+
+# Exit statuses, documented in docs/exit-status.md.
+EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
+EXIT_USAGE = 2
+
+
+@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+@click.version_option(__version__, prog_name="cuda4amd")
+def main() -> None:
+    """Will this CUDA software run on an AMD GPU through ZLUDA? Answers before you install anything."""
+
+
+@main.command()
+@click.argument("target")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml"]), help="Output format (default: from -o's extension, else console).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to FILE (.json, .toml or .txt).")
+@click.option("--zluda-release", metavar="TAG", help="Judge against this ZLUDA release's function tables (default: the rules' default).")
+@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
+@click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
+@click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
+def scan(target, fmt, output, zluda_release, engine, search_paths, rule_dirs, verbose) -> None:
+    """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
+
+    Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
+    """
+    from .discover import TargetError
+    from .report import format_for_path, renderer
+    from .report.document import build
+    from .rules import RulesError
+    from .scan import ScanOptions, run_scan
+
+    if fmt is None and output:
+        fmt = format_for_path(output)
+        if fmt is None:
+            raise click.UsageError(f"cannot tell the format from {output!r}: use .json, .toml or .txt, or --format")
+    fmt = fmt or "console"
+    options = ScanOptions(
+        target=target,
+        zluda_release=zluda_release,
+        engine=engine,
+        search_paths=tuple(Path(p) for p in search_paths),
+        rule_dirs=tuple(Path(p) for p in rule_dirs),
+    )
+    try:
+        with _progress() as progress:
+            result = run_scan(options, progress)
+    except (TargetError, RulesError) as exc:
+        click.echo(f"cuda4amd: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+
+    document = build(result)
+    color = sys.stdout.isatty()
+    if output:
+        text = renderer(fmt)(document) if fmt != "console" else renderer("console")(document, verbose=verbose)
+        Path(output).write_text(text, encoding="utf-8")
+    if not output and fmt != "console":
+        click.echo(renderer(fmt)(document), nl=False)
+    else:
+        click.echo(renderer("console")(document, verbose=verbose, color=color, width=_width()), nl=False)
+        if output:
+            click.echo(f"report written to {output}")
+    sys.exit(EXIT_FOR_VERDICT[result.verdict])
+
+
+def _width() -> int:
+    import shutil
+
+    return max(80, shutil.get_terminal_size((120, 24)).columns)
+
+
+def _progress():
+    """A progress bar on stderr while reading, only when stderr is a terminal."""
+    from contextlib import nullcontext
+
+    if not sys.stderr.isatty():
+        return nullcontext(None)
+    from .progress import TerminalProgress
+
+    return TerminalProgress()
+
+
+if __name__ == "__main__":
+    main()

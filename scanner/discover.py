@@ -1,0 +1,226 @@
+"""Find the binaries of a scan target: a folder, a venv, one file, or a wheel/zip.
+
+Binaries are recognised by their magic bytes, never by extension. Trouble
+with a single file (unreadable, vanished, odd name) becomes a FileError and
+the walk goes on.
+"""
+from __future__ import annotations
+
+import os
+import re
+import stat
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path, PurePosixPath
+from typing import Callable, Literal
+
+from .model import FileError
+from .readers import sniff_file
+
+TargetKind = Literal["folder", "venv", "site-packages", "file", "archive"]
+
+
+class TargetError(Exception):
+    """The scan target itself cannot be used (missing, unreadable, wrong kind)."""
+
+
+@dataclass(frozen=True)
+class Target:
+    kind: TargetKind
+    path: Path  # on disk
+    display: str  # as the user wrote it
+    roots: tuple[Path, ...] = ()  # folders walked, for venvs the site-packages
+
+
+@dataclass(frozen=True)
+class FoundBinary:
+    path: str  # relative to the target, "/"-separated, printable
+    format: str  # "PE" | "ELF"
+    size: int
+    disk_path: str | None = None  # a file on disk, or
+    member: str | None = None  # a member of the target archive
+
+
+@dataclass
+class Discovery:
+    target: Target
+    binaries: list[FoundBinary] = field(default_factory=list)
+    # every other name in the tree, so the graph can resolve libraries that are
+    # symlinks or duplicates of a binary: relative path -> relative path of the binary
+    aliases: dict[str, str] = field(default_factory=dict)
+    errors: list[FileError] = field(default_factory=list)
+    files_seen: int = 0
+
+
+_WINDOWS_DRIVE = re.compile(r"^([A-Za-z]):[\\/](.*)$")
+
+
+def resolve_target(text: str) -> Target:
+    """Turn what the user typed into a Target; Windows-style paths are accepted."""
+    path = _locate(text.strip().strip('"'))
+    if path.is_dir():
+        if (path / "pyvenv.cfg").is_file():
+            roots = _venv_site_packages(path)
+            return Target("venv", path, text, tuple(roots) or (path,))
+        if path.name.lower() == "site-packages" or any(path.glob("*.dist-info")):
+            return Target("site-packages", path, text, (path,))
+        return Target("folder", path, text, (path,))
+    if path.is_file():
+        if path.suffix.lower() in (".whl", ".zip") and zipfile.is_zipfile(path):
+            return Target("archive", path, text)
+        return Target("file", path, text)
+    raise TargetError(f"{text}: neither a folder nor a file")
+
+
+def _locate(text: str) -> Path:
+    candidate = Path(text).expanduser()
+    if candidate.exists():
+        return candidate
+    if os.sep == "/" and "\\" in text:
+        drive = _WINDOWS_DRIVE.match(text)
+        if drive:
+            # A Windows path on Linux: under WSL, C:\X is /mnt/c/X.
+            wsl = Path("/mnt", drive.group(1).lower(), *re.split(r"[\\/]+", drive.group(2)))
+            if wsl.exists():
+                return wsl
+            raise TargetError(
+                f"{text}: a Windows path, and {wsl} does not exist here; "
+                "pass the folder as this machine sees it"
+            )
+        unix = Path(*re.split(r"[\\/]+", text)).expanduser()
+        if unix.exists():
+            return unix
+    raise TargetError(f"{text}: no such file or folder")
+
+
+def _venv_site_packages(venv: Path) -> list[Path]:
+    found = [p for p in (venv / "Lib" / "site-packages",) if p.is_dir()]
+    for lib in ("lib", "lib64"):
+        found += sorted(p for p in (venv / lib).glob("python3*/site-packages") if p.is_dir())
+    unique: dict[tuple[int, int], Path] = {}
+    for p in found:
+        st = p.stat()
+        unique.setdefault((st.st_dev, st.st_ino), p)
+    return list(unique.values())
+
+
+def printable(name: str) -> str:
+    """A file name as text that any output format can carry (undecodable bytes → U+FFFD)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+
+
+def discover(target: Target, on_file: Callable[[], None] | None = None) -> Discovery:
+    result = Discovery(target)
+    if target.kind == "archive":
+        _walk_archive(target.path, result, on_file)
+    elif target.kind == "file":
+        _consider_file(target.path, printable(target.path.name), result)
+    else:
+        for root in target.roots:
+            prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
+            _walk_folder(root, PurePosixPath(prefix.replace(os.sep, "/")) if prefix else None, result, on_file)
+    result.binaries.sort(key=lambda b: b.path)
+    return result
+
+
+def _walk_folder(root: Path, prefix: PurePosixPath | None, result: Discovery, on_file) -> None:
+    visited_dirs: set[tuple[int, int]] = set()
+    seen_files: dict[tuple[int, int], str] = {}
+    links: list[tuple[str, str, os.stat_result]] = []
+    stack: list[tuple[str, PurePosixPath | None]] = [(os.fspath(root), prefix)]
+    while stack:
+        folder, rel = stack.pop()
+        try:
+            st = os.stat(folder)
+            key = (st.st_dev, st.st_ino)
+            if key in visited_dirs:
+                continue  # a symlink loop or a second way into a folder already walked
+            visited_dirs.add(key)
+            with os.scandir(folder) as entries:
+                listing = sorted(entries, key=lambda e: e.name)
+        except OSError as exc:
+            result.errors.append(FileError(_rel_text(rel), "discover", _os_message(exc)))
+            continue
+        for entry in listing:
+            child_rel = (rel / printable(entry.name)) if rel else PurePosixPath(printable(entry.name))
+            try:
+                if entry.is_dir(follow_symlinks=True):
+                    stack.append((entry.path, child_rel))
+                    continue
+                if not entry.is_file(follow_symlinks=True):
+                    continue  # sockets, fifos, dangling links
+                st = entry.stat(follow_symlinks=True)
+            except OSError as exc:
+                result.errors.append(FileError(str(child_rel), "discover", _os_message(exc)))
+                continue
+            result.files_seen += 1
+            if on_file:
+                on_file()
+            if entry.is_symlink():
+                links.append((entry.path, str(child_rel), st))
+            else:
+                _consider_once(Path(entry.path), str(child_rel), st, seen_files, result)
+    # Symlinked files last, so that a library and its soname link are read once,
+    # under the real file's name, and the link becomes an alias of it.
+    for path, rel, st in links:
+        _consider_once(Path(path), rel, st, seen_files, result)
+
+
+def _consider_once(path: Path, rel: str, st: os.stat_result, seen: dict, result: Discovery) -> None:
+    key = (st.st_dev, st.st_ino)
+    if key in seen:
+        result.aliases[rel] = seen[key]
+    elif _consider_file(path, rel, result, st.st_size):
+        seen[key] = rel
+
+
+def _consider_file(path: Path, rel: str, result: Discovery, size: int | None = None) -> bool:
+    try:
+        with open(path, "rb") as handle:
+            kind = sniff_file(handle)
+            if size is None:
+                size = os.fstat(handle.fileno()).st_size
+    except OSError as exc:
+        result.errors.append(FileError(rel, "discover", _os_message(exc)))
+        return False
+    if kind is None:
+        return False
+    result.binaries.append(FoundBinary(rel, kind, size, disk_path=os.fspath(path)))
+    return True
+
+
+def _walk_archive(path: Path, result: Discovery, on_file) -> None:
+    try:
+        archive = zipfile.ZipFile(path)
+    except (OSError, zipfile.BadZipFile) as exc:
+        raise TargetError(f"{path}: not a readable zip/wheel archive ({exc})") from exc
+    with archive:
+        for info in archive.infolist():
+            if info.is_dir():
+                continue
+            result.files_seen += 1
+            if on_file:
+                on_file()
+            rel = printable(info.filename).lstrip("/")
+            if stat.S_ISLNK(info.external_attr >> 16):
+                continue  # zip symlinks hold a target path, not a binary
+            try:
+                with archive.open(info) as member:
+                    kind = sniff_file(member)
+            except (OSError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError) as exc:
+                result.errors.append(FileError(rel, "discover", f"cannot read archive member: {exc}"))
+                continue
+            if kind is not None:
+                result.binaries.append(FoundBinary(rel, kind, info.file_size, member=info.filename))
+
+
+def _rel_text(rel: PurePosixPath | None) -> str:
+    return str(rel) if rel else "."
+
+
+def _os_message(exc: OSError) -> str:
+    if isinstance(exc, FileNotFoundError):
+        return "vanished during the scan"
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    return exc.strerror or str(exc)

@@ -1,0 +1,191 @@
+"""The dependency graph: which binary loads which library, and where that library is.
+
+Names resolve the way each platform's loader would: PE names
+case-insensitively through the importing binary's folder, the application
+folders and extra search paths; ELF names through RPATH/RUNPATH with
+$ORIGIN. A library found only somewhere else in the scanned tree is still
+linked ("elsewhere-in-tree"): Python packages put such folders on the DLL
+search path at run time (os.add_dll_directory, preloading), so the edge is
+real, but the report says how it was found.
+"""
+from __future__ import annotations
+
+import os
+import posixpath
+from dataclasses import dataclass
+from pathlib import Path
+from typing import Iterable, Protocol, Sequence
+
+import networkx as nx
+
+from .model import LoadKind, ScannedBinary
+
+Platform = str  # "windows" | "linux"
+
+
+class SystemLibraries(Protocol):
+    def system_kind(self, file_name: str, platform: str) -> str | None: ...
+
+
+@dataclass(frozen=True)
+class Edge:
+    source: str  # relative path of the importing binary
+    name: str  # the library name as the binary asks for it
+    load: LoadKind
+    symbols: tuple[str, ...]
+    ordinals: tuple[int, ...]
+    platform: Platform
+    resolved: str | None  # relative path in the tree, an absolute path outside it, or None
+    how: str  # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | system | unresolved
+    in_tree: bool
+    system_kind: str | None = None
+
+
+def platform_of(binary: ScannedBinary) -> Platform:
+    return "windows" if binary.info.format == "PE" else "linux"
+
+
+class _TreeIndex:
+    """Relative paths of the scanned tree, looked up per platform's name rules."""
+
+    def __init__(self, binaries: Sequence[ScannedBinary], aliases: dict[str, str]):
+        self.exact: dict[str, str] = {b.path: b.path for b in binaries}
+        for alias, real in aliases.items():
+            if real in self.exact:
+                self.exact.setdefault(alias, real)
+        self.folded = {path.casefold(): real for path, real in sorted(self.exact.items())}
+        self.by_name: dict[str, list[str]] = {}
+        self.by_folded_name: dict[str, list[str]] = {}
+        for path, real in sorted(self.exact.items()):
+            name = posixpath.basename(path)
+            self.by_name.setdefault(name, []).append(real)
+            self.by_folded_name.setdefault(name.casefold(), []).append(real)
+
+    def at(self, rel: str, platform: Platform) -> str | None:
+        if platform == "windows":
+            return self.folded.get(rel.casefold())
+        return self.exact.get(rel)
+
+    def anywhere(self, name: str, platform: Platform) -> str | None:
+        hits = self.by_folded_name.get(name.casefold()) if platform == "windows" else self.by_name.get(name)
+        return hits[0] if hits else None
+
+
+class _DiskLookup:
+    """Case-insensitive (Windows) or exact file lookup in folders outside the tree."""
+
+    def __init__(self) -> None:
+        self._listings: dict[str, dict[str, str]] = {}
+
+    def find(self, folder: str, name: str, platform: Platform) -> str | None:
+        if platform != "windows":
+            path = os.path.join(folder, name)
+            return path if os.path.isfile(path) else None
+        listing = self._listings.get(folder)
+        if listing is None:
+            try:
+                listing = {entry.casefold(): entry for entry in os.listdir(folder)}
+            except OSError:
+                listing = {}
+            self._listings[folder] = listing
+        real = listing.get(name.casefold())
+        return os.path.join(folder, real) if real else None
+
+
+def build_graph(
+    binaries: Sequence[ScannedBinary],
+    aliases: dict[str, str],
+    system: SystemLibraries,
+    search_paths: Iterable[Path] = (),
+    target_root: Path | None = None,
+) -> tuple[nx.DiGraph, list[Edge]]:
+    """Resolve every import of every binary; return the graph and its edges."""
+    index = _TreeIndex(binaries, aliases)
+    disk = _DiskLookup()
+    extra = [os.fspath(p) for p in search_paths]
+    app_folders = sorted(
+        {posixpath.dirname(b.path) for b in binaries if b.info.format == "PE" and b.info.kind == "exe"},
+        key=lambda d: (d.count("/"), d),
+    )
+    graph = nx.DiGraph()
+    edges: list[Edge] = []
+    for binary in binaries:
+        graph.add_node(binary.path, kind="binary", format=binary.info.format)
+    for binary in binaries:
+        platform = platform_of(binary)
+        for imported in binary.info.imports:
+            resolved, how, in_tree, system_kind = _resolve(
+                binary, imported.name, platform, index, disk, extra, app_folders, target_root, system
+            )
+            edge = Edge(
+                source=binary.path,
+                name=imported.name,
+                load=imported.load,
+                symbols=imported.symbols,
+                ordinals=imported.ordinals,
+                platform=platform,
+                resolved=resolved,
+                how=how,
+                in_tree=in_tree,
+                system_kind=system_kind,
+            )
+            edges.append(edge)
+            if edge.how == "system":
+                continue  # system libraries are known and kept out of the findings
+            node = edge.resolved if edge.in_tree else f"lib:{edge.name.casefold() if platform == 'windows' else edge.name}"
+            if not edge.in_tree:
+                graph.add_node(node, kind="library", name=edge.name, resolved=edge.resolved)
+            graph.add_edge(binary.path, node, load=edge.load, name=edge.name, how=edge.how)
+    return graph, edges
+
+
+def _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system):
+    here = posixpath.dirname(binary.path)
+    if "/" in name or (platform == "windows" and "\\" in name):
+        rel = posixpath.normpath(posixpath.join(here, name.replace("\\", "/")))
+        hit = index.at(rel, platform)
+        return (hit, "same-folder", True, None) if hit else _outside(name, platform, system)
+
+    if platform == "windows":
+        for folder, how in [(here, "same-folder")] + [(f, "app-folder") for f in app_folders if f != here]:
+            hit = index.at(posixpath.join(folder, name) if folder else name, platform)
+            if hit:
+                return hit, how, True, None
+    else:
+        info = binary.info
+        search = [(p, "rpath") for p in info.rpath] if not info.runpath else []
+        search += [(p, "runpath") for p in info.runpath]
+        for raw, how in search:
+            folder = raw.replace("${ORIGIN}", "$ORIGIN")
+            if folder.startswith("$ORIGIN"):
+                rel = posixpath.normpath(posixpath.join(here, folder[len("$ORIGIN"):].lstrip("/")))
+                hit = index.at(posixpath.join(rel, name) if rel != "." else name, platform) if not rel.startswith("..") else None
+                if hit:
+                    return hit, how, True, None
+                if target_root is not None and rel.startswith(".."):
+                    outside = disk.find(os.path.join(target_root, here, folder[len("$ORIGIN"):].lstrip("/")), name, platform)
+                    if outside:
+                        return os.path.normpath(outside), how, False, None
+            elif folder.startswith("/"):
+                outside = disk.find(folder, name, platform)
+                if outside:
+                    return outside, how, False, None
+
+    kind = system.system_kind(name, platform)
+    if kind is not None:
+        return None, "system", False, kind
+    for folder in extra:
+        outside = disk.find(folder, name, platform)
+        if outside:
+            return outside, "search-path", False, None
+    hit = index.anywhere(name, platform)
+    if hit:
+        return hit, "elsewhere-in-tree", True, None
+    return None, "unresolved", False, None
+
+
+def _outside(name, platform, system):
+    kind = system.system_kind(posixpath.basename(name.replace("\\", "/")), platform)
+    if kind is not None:
+        return None, "system", False, kind
+    return None, "unresolved", False, None

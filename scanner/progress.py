@@ -1,0 +1,38 @@
+"""A rich progress bar on stderr for long scans."""
+from __future__ import annotations
+
+from rich.console import Console
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+from .scan import Progress as ScanProgress
+
+
+class TerminalProgress(ScanProgress):
+    def __init__(self) -> None:
+        self._bar = Progress(
+            TextColumn("{task.description}"),
+            BarColumn(),
+            MofNCompleteColumn(),
+            TimeElapsedColumn(),
+            console=Console(stderr=True),
+            transient=True,
+        )
+        self._task = None
+
+    def __enter__(self) -> "TerminalProgress":
+        self._bar.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.__exit__(*exc)
+
+    def discovering(self) -> None:
+        self._task = self._bar.add_task("finding binaries", total=None)
+
+    def reading(self, total: int) -> None:
+        if self._task is not None:
+            self._bar.update(self._task, description="reading binaries", total=total, completed=0)
+
+    def advance(self) -> None:
+        if self._task is not None:
+            self._bar.advance(self._task)

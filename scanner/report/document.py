@@ -1,0 +1,71 @@
+"""The report document: plain data, the one shape every format renders.
+
+Its layout is the versioned contract documented in docs/report-schema.md.
+Bump SCHEMA when a field changes meaning or disappears; adding fields is
+compatible.
+"""
+from __future__ import annotations
+
+from .. import __version__
+
+SCHEMA = "cuda4amd.scan/1"
+VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
+
+
+def build(result) -> dict:
+    binaries = [_binary(v) for v in result.verdicts]
+    counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
+    return {
+        "schema": SCHEMA,
+        "tool": {"name": "cuda4amd", "version": __version__},
+        "target": {"path": result.target.display, "kind": result.target.kind},
+        "verdict": result.verdict,
+        "basis": "software-only: no host (GPU, HIP SDK) was examined",
+        "zluda": {"release": result.release.tag, "commit": result.release.commit},
+        "engine": result.engine,
+        "summary": {
+            "files": result.files_seen,
+            "binaries": len(binaries),
+            "cuda_binaries": len(binaries) - counts["no-cuda"],
+            **{state.replace("-", "_"): n for state, n in counts.items()},
+            "errors": len(result.errors),
+        },
+        "binaries": binaries,
+        "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
+    }
+
+
+def _binary(verdict) -> dict:
+    binary, me = verdict.binary, verdict.identity
+    info = binary.info
+    entry = {
+        "path": binary.path,
+        "format": info.format,
+        "machine": info.machine,
+        "kind": info.kind,
+        "size": binary.size,
+        "verdict": verdict.verdict,
+        "reasons": verdict.reasons,
+        "notes": verdict.notes,
+        "nvidia_library": None
+        if me.family is None
+        else {"family": me.family, "route": me.route, "basis": me.basis, "replacement": me.replacement},
+        "dependencies": [_dependency(d) for d in verdict.dependencies if d.edge.how != "system"],
+    }
+    return entry
+
+
+def _dependency(dep) -> dict:
+    edge, ident = dep.edge, dep.identity
+    return {
+        "name": edge.name,
+        "family": ident.family,
+        "load": edge.load,
+        "route": ident.route,
+        "basis": ident.basis,
+        "replacement": ident.replacement,
+        "resolved": edge.resolved,
+        "how": edge.how,
+        "symbols": {state: list(names) for state, names in dep.symbols.items()},
+        "ordinals": list(edge.ordinals),
+    }

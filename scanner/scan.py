@@ -1,0 +1,145 @@
+"""The scan pipeline: discover → read → graph → classify → verdict.
+
+`run_scan` is the library entry point; the CLI only parses options and
+renders what comes back.
+"""
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import time
+import zipfile
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Callable, Sequence
+
+import networkx as nx
+
+from . import discover as discovery
+from .classify import classify_edges
+from .graph import build_graph
+from .model import FileError, ScannedBinary
+from .readers import MalformedBinary, read_bytes, read_path
+from .rules import RuleSet, ZludaRelease, load_rules
+from .verdict import BinaryVerdict, decide, overall
+
+# Archive members up to this size are read from memory; larger ones are
+# spooled to a temporary file so memory stays flat whatever the member's size.
+IN_MEMORY_MEMBER_LIMIT = 64 * 1024 * 1024
+
+
+@dataclass(frozen=True)
+class ScanOptions:
+    target: str
+    zluda_release: str | None = None
+    engine: str = "fast"
+    search_paths: tuple[Path, ...] = ()
+    rule_dirs: tuple[Path, ...] = ()
+
+
+@dataclass
+class ScanResult:
+    target: discovery.Target
+    release: ZludaRelease
+    engine: str
+    verdicts: list[BinaryVerdict]
+    errors: list[FileError]
+    verdict: str
+    graph: nx.DiGraph
+    files_seen: int
+    timings: dict[str, float] = field(default_factory=dict)
+
+
+class Progress:
+    """What the pipeline tells a progress display; the default tells nobody."""
+
+    def discovering(self) -> None: ...
+
+    def reading(self, total: int) -> None: ...
+
+    def advance(self) -> None: ...
+
+
+def run_scan(options: ScanOptions, progress: Progress | None = None, rules: RuleSet | None = None) -> ScanResult:
+    progress = progress or Progress()
+    timings: dict[str, float] = {}
+    clock = time.perf_counter()
+
+    rules = rules or load_rules(options.rule_dirs)
+    release = rules.release(options.zluda_release or rules.default_release)
+    target = discovery.resolve_target(options.target)
+    timings["rules"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    progress.discovering()
+    found = discovery.discover(target)
+    timings["discover"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    progress.reading(len(found.binaries))
+    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance)
+    timings["read"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
+    graph, edges = build_graph(binaries, found.aliases, rules, options.search_paths, target.path if target.kind != "archive" else None)
+    dependencies = classify_edges({b.path: b for b in binaries}, edges, rules, release)
+    verdicts = decide(binaries, dependencies, rules, release)
+    timings["analyse"] = time.perf_counter() - clock
+
+    return ScanResult(
+        target=target,
+        release=release,
+        engine=options.engine,
+        verdicts=verdicts,
+        errors=sorted(found.errors + read_errors, key=lambda e: e.path),
+        verdict=overall(verdicts),
+        graph=graph,
+        files_seen=found.files_seen,
+        timings=timings,
+    )
+
+
+def read_all(
+    target: discovery.Target,
+    found: Sequence[discovery.FoundBinary],
+    engine: str,
+    advance: Callable[[], None] = lambda: None,
+) -> tuple[list[ScannedBinary], list[FileError]]:
+    binaries: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    archive = zipfile.ZipFile(target.path) if target.kind == "archive" else None
+    try:
+        for item in found:
+            try:
+                if item.member is not None and archive is not None:
+                    info = _read_member(archive, item, engine)
+                else:
+                    info = read_path(item.disk_path, engine=engine)
+            except MalformedBinary as exc:
+                errors.append(FileError(item.path, "read", str(exc)))
+            except FileNotFoundError:
+                errors.append(FileError(item.path, "read", "vanished during the scan"))
+            except OSError as exc:
+                errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
+            except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
+                errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
+            else:
+                binaries.append(ScannedBinary(item.path, info, item.size))
+            advance()
+    finally:
+        if archive is not None:
+            archive.close()
+    return binaries, errors
+
+
+def _read_member(archive: zipfile.ZipFile, item: discovery.FoundBinary, engine: str):
+    if item.size <= IN_MEMORY_MEMBER_LIMIT:
+        return read_bytes(archive.read(item.member), engine=engine)
+    handle, spool = tempfile.mkstemp(prefix="cuda4amd-", suffix=".bin")
+    try:
+        with os.fdopen(handle, "wb") as out, archive.open(item.member) as member:
+            shutil.copyfileobj(member, out, 1024 * 1024)
+        return read_path(spool, engine=engine)
+    finally:
+        os.unlink(spool)

@@ -1,0 +1,156 @@
+"""Decide per binary and overall, following DESIGN.md §3.
+
+A binary's own CUDA dependencies give it a verdict; then verdicts flow along
+the graph: a binary is at best as good as the in-tree libraries it loads
+statically, and delay/by-name loads pass on at most `degraded`.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass, field
+
+from .classify import Dependency, Identity, identify
+from .graph import platform_of
+from .model import ScannedBinary
+from .rules import RuleSet, ZludaRelease
+
+RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
+LIST_AT_MOST = 5
+
+
+@dataclass
+class BinaryVerdict:
+    binary: ScannedBinary
+    identity: Identity  # what the binary itself is (an NVIDIA library, or not CUDA)
+    dependencies: list[Dependency]
+    verdict: str = "no-cuda"
+    # (rank, text): kept with their weight so the deciding reason comes first
+    _reasons: list[tuple[int, str]] = field(default_factory=list)
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def reasons(self) -> list[str]:
+        return [text for _, text in sorted(self._reasons, key=lambda r: -r[0])]
+
+    def worsen(self, verdict: str, reason: str | None = None) -> bool:
+        changed = RANK[verdict] > RANK[self.verdict]
+        if changed:
+            self.verdict = verdict
+        if reason and all(reason != text for _, text in self._reasons):
+            self._reasons.append((RANK[verdict], reason))
+            changed = True
+        return changed
+
+
+def decide(
+    binaries: list[ScannedBinary],
+    dependencies: list[Dependency],
+    rules: RuleSet,
+    release: ZludaRelease,
+) -> list[BinaryVerdict]:
+    by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
+    for dep in dependencies:
+        by_source[dep.edge.source].append(dep)
+    results = {
+        b.path: BinaryVerdict(b, identify(posixpath.basename(b.path), platform_of(b), rules, release), by_source[b.path])
+        for b in binaries
+    }
+    for result in results.values():
+        _judge_own(result)
+    _propagate(results)
+    return [results[b.path] for b in binaries]
+
+
+def overall(verdicts: list[BinaryVerdict]) -> str:
+    using = [v.verdict for v in verdicts if v.verdict != "no-cuda"]
+    if not using:
+        return "no-cuda"
+    if all(v == "ready" for v in using):
+        return "ready"
+    if all(v == "blocked" for v in using):
+        return "blocked"
+    return "partial"
+
+
+def _judge_own(result: BinaryVerdict) -> None:
+    me = result.identity
+    if me.family is not None:
+        if me.route == "redirect":
+            result.worsen("ready", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, this file is not used")
+            return  # its own imports never load
+        if me.route == "stub":
+            result.worsen("degraded", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, but every function of it returns NOT_SUPPORTED")
+            return
+        if me.route == "blocked":
+            result.worsen("blocked", f"NVIDIA {me.family_name} library with no ZLUDA replacement (family default; its kernels were not inspected): {me.advice}")
+        elif me.route == "unknown":
+            result.worsen("degraded", "looks like an NVIDIA CUDA library that cuda4amd has no rule for")
+        else:
+            result.worsen("ready", f"NVIDIA {me.family_name} library: runs unchanged on ZLUDA's driver")
+    bind_now = result.binary.info.bind_now
+    for dep in result.dependencies:
+        if not dep.is_cuda:
+            if dep.edge.how == "unresolved":
+                result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system library")
+            continue
+        _judge_dependency(result, dep, bind_now)
+
+
+def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) -> None:
+    ident, edge = dep.identity, dep.edge
+    name, family, load = edge.name, ident.family_name, edge.load
+    eager = load == "static" and (edge.platform == "windows" or bind_now)
+    if ident.route in ("redirect", "stub"):
+        result.worsen("ready")
+        missing = dep.symbols.get("missing", ())
+        stubs = dep.symbols.get("stub", ())
+        if missing:
+            listed = _names(missing)
+            if eager:
+                result.worsen("blocked", f"{name}: {len(missing)} imported function(s) not exported by ZLUDA's {ident.replacement} ({listed}); the loader refuses this binary")
+            else:
+                result.worsen("degraded", f"{name} ({load}): {len(missing)} function(s) not exported by ZLUDA's {ident.replacement} ({listed}); calling them fails")
+        if ident.route == "stub":
+            result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call returns NOT_SUPPORTED")
+        elif stubs:
+            result.worsen("degraded", f"{name}: {len(stubs)} imported function(s) are ZLUDA stubs that return NOT_SUPPORTED ({_names(stubs)})")
+        if edge.ordinals:
+            result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
+    elif ident.route == "blocked":
+        if load == "static":
+            result.worsen("blocked", f"{name}: {family} has no route through ZLUDA. {ident.advice}")
+        else:
+            result.worsen("degraded", f"{name} ({load}): {family} has no route through ZLUDA; what needs it fails. {ident.advice}")
+    elif ident.route == "unknown":
+        result.worsen("degraded", f"{name}: an NVIDIA library cuda4amd has no rule for")
+    else:  # passthrough
+        result.worsen("ready")
+
+
+def _propagate(results: dict[str, BinaryVerdict]) -> None:
+    links = [
+        (result, dep)
+        for result in results.values()
+        for dep in result.dependencies
+        if dep.edge.in_tree and not dep.is_cuda and dep.edge.resolved in results and dep.edge.resolved != result.binary.path
+    ]
+    changed = True
+    while changed:  # verdicts only get worse and reasons only accumulate: this ends
+        changed = False
+        for result, dep in links:
+            needed = results[dep.edge.resolved]
+            if needed.verdict == "no-cuda":
+                continue
+            deciding = needed.reasons[0] if needed.reasons else needed.verdict
+            if needed.verdict == "ready":
+                changed |= result.worsen("ready")
+            elif needed.verdict == "blocked" and dep.edge.load == "static":
+                changed |= result.worsen("blocked", f"needs {dep.edge.resolved}, which is blocked: {deciding}")
+            else:
+                changed |= result.worsen("degraded", f"loads {dep.edge.resolved} ({dep.edge.load}), which is {needed.verdict}: {deciding}")
+
+
+def _names(names) -> str:
+    names = list(names)
+    shown = ", ".join(names[:LIST_AT_MOST])
+    return shown + (f" and {len(names) - LIST_AT_MOST} more" if len(names) > LIST_AT_MOST else "")

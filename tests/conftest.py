@@ -1,0 +1,40 @@
+from __future__ import annotations
+
+import sys
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+FIXTURES = REPO / "fixtures"
+SHARED_DATA = REPO.parent / "shared" / "data"
+
+sys.path.insert(0, str(Path(__file__).parent))
+
+
+@pytest.fixture(scope="session")
+def rules():
+    from cuda4amd.rules import load_rules
+
+    return load_rules()
+
+
+@pytest.fixture
+def scan(rules):
+    """Run the whole pipeline on a path and return the report document."""
+    from cuda4amd.report.document import build
+    from cuda4amd.scan import ScanOptions, run_scan
+
+    def run(target, **options):
+        return build(run_scan(ScanOptions(target=str(target), **options), rules=rules))
+
+    return run
+
+
+def by_path(document: dict) -> dict[str, dict]:
+    return {b["path"]: b for b in document["binaries"]}
+
+
+def dependency(binary: dict, name: str) -> dict:
+    (found,) = [d for d in binary["dependencies"] if d["name"].casefold() == name.casefold()]
+    return found

@@ -1,0 +1,112 @@
+from __future__ import annotations
+
+import json
+import subprocess
+import sys
+
+import pytest
+from click.testing import CliRunner
+
+from conftest import FIXTURES
+from cuda4amd.cli import main
+
+if sys.version_info >= (3, 11):
+    import tomllib
+else:
+    import tomli as tomllib
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)))
+
+
+def test_console_summary_leads_with_the_verdict():
+    result = run("scan", FIXTURES / "demo" / "Tool")
+    assert result.exit_code == 3, result.output
+    lines = result.output.splitlines()
+    assert lines[0].startswith("PARTIAL  some CUDA binaries can run through ZLUDA, some cannot")
+    assert "plugins/trt_export.dll" in result.output and "blocked" in result.output
+    assert "TensorRT has no route through ZLUDA" in result.output
+    assert "readme.txt" not in result.output
+
+
+def test_verbose_lists_dependencies_and_stub_symbols():
+    result = run("scan", FIXTURES / "demo" / "Tool", "-v")
+    assert "cublas64_12.dll [static] blas → redirect" in result.output
+    assert "stub: cublasDgemm_v2" in result.output
+
+
+@pytest.mark.parametrize(
+    ("target", "status"),
+    [
+        (FIXTURES / "pe" / "app_ready.exe", 0),
+        (FIXTURES / "pe" / "plain.dll", 0),
+        (FIXTURES / "demo" / "Tool", 3),
+        (FIXTURES / "pe" / "trt_plugin.dll", 4),
+    ],
+)
+def test_exit_status_tells_verdicts_apart(target, status):
+    assert run("scan", target).exit_code == status
+
+
+def test_usage_and_input_errors_exit_2(tmp_path):
+    assert run("scan", tmp_path / "missing").exit_code == 2
+    assert run("scan", FIXTURES / "pe", "--zluda-release", "v0").exit_code == 2
+    assert run("scan", FIXTURES / "pe", "-o", tmp_path / "report.xyz").exit_code == 2
+    assert run("scan", FIXTURES / "pe", "--format", "yaml").exit_code == 2
+
+
+def test_json_and_toml_files_carry_the_same_report(tmp_path):
+    as_json = tmp_path / "scan.json"
+    as_toml = tmp_path / "scan.toml"
+    first = run("scan", FIXTURES / "pe", "-o", as_json)
+    second = run("scan", FIXTURES / "pe", "-o", as_toml)
+    assert first.exit_code == second.exit_code == 3
+    assert "report written to" in first.output and first.output.startswith("PARTIAL")
+    document = json.loads(as_json.read_text())
+    assert document["schema"] == "cuda4amd.scan/1" and document["verdict"] == "partial"
+    from cuda4amd.report.toml_format import _without_nulls
+
+    assert tomllib.loads(as_toml.read_text()) == _without_nulls(document)
+
+
+def test_json_on_stdout():
+    result = run("scan", FIXTURES / "elf", "--format", "json")
+    document = json.loads(result.output)
+    assert {b["path"] for b in document["binaries"]} >= {"libuser_blas.so", "app_driver"}
+    for binary in document["binaries"]:
+        assert set(binary) >= {"path", "format", "machine", "verdict", "reasons", "dependencies"}
+        for dep in binary["dependencies"]:
+            assert set(dep) >= {"name", "family", "load", "route", "resolved", "symbols"}
+            assert dep["load"] in ("static", "delay", "by-name")
+
+
+def test_corrupt_files_are_errors_and_the_scan_finishes():
+    result = run("scan", FIXTURES / "corrupt", "--format", "json")
+    document = json.loads(result.output)
+    errors = {e["path"]: e for e in document["errors"]}
+    assert set(errors) == {
+        "bad_import_rva.dll",
+        "bad_lfanew.dll",
+        "bad_shoff.so",
+        "import_loop.dll",
+        "truncated.so",
+        "truncated_header.dll",
+        "truncated_imports.dll",
+    }
+    assert document["binaries"] == []  # dos_only.exe, empty.dll, text.dll are not binaries
+    assert all(e["stage"] == "read" and e["message"] for e in errors.values())
+    assert document["summary"]["errors"] == len(errors)
+
+
+def test_help_starts_without_heavy_imports():
+    code = "import sys, cuda4amd.cli; print(sorted(m for m in ('lief', 'pefile', 'networkx', 'rich') if m in sys.modules))"
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
+    assert out.strip() == "[]"
+
+
+def test_lief_engine_gives_the_same_report():
+    fast = json.loads(run("scan", FIXTURES / "pe", "--format", "json").output)
+    lief = json.loads(run("scan", FIXTURES / "pe", "--format", "json", "--engine", "lief").output)
+    assert lief["engine"] == "lief"
+    assert fast["binaries"] == lief["binaries"]

@@ -1,0 +1,198 @@
+"""Exact verdicts, routes and symbol states on the toolchain-built fixtures.
+
+What each fixture imports is listed in fixtures/README.md (and checked against
+the ZLUDA v6-preview.69 table by fixtures/build.sh).
+"""
+from __future__ import annotations
+
+import pytest
+
+from conftest import FIXTURES, by_path, dependency
+
+
+@pytest.fixture(scope="module")
+def pe(rules):
+    from cuda4amd.report.document import build
+    from cuda4amd.scan import ScanOptions, run_scan
+
+    return build(run_scan(ScanOptions(target=str(FIXTURES / "pe")), rules=rules))
+
+
+@pytest.fixture(scope="module")
+def elf(rules):
+    from cuda4amd.report.document import build
+    from cuda4amd.scan import ScanOptions, run_scan
+
+    return build(run_scan(ScanOptions(target=str(FIXTURES / "elf")), rules=rules))
+
+
+def test_pe_verdicts(pe):
+    verdicts = {path: b["verdict"] for path, b in by_path(pe).items()}
+    assert verdicts == {
+        "app_ready.exe": "ready",
+        "blas_mixed.dll": "degraded",
+        "blas_legacy.dll": "blocked",
+        "chain/chain_app.exe": "blocked",
+        "chain/chain_helper.dll": "blocked",
+        "chain/chain_util.dll": "no-cuda",
+        "delay_solver.dll": "degraded",
+        "dnn_user.dll": "degraded",
+        "fft_user.dll": "degraded",
+        "ordinal_user.dll": "degraded",
+        "plain.dll": "no-cuda",
+        "runtime_user.exe": "ready",
+        "solver_user.dll": "blocked",
+        "trt_plugin.dll": "blocked",
+    }
+    assert pe["verdict"] == "partial"
+    assert pe["errors"] == []
+    assert pe["schema"] == "cuda4amd.scan/1" and pe["zluda"]["release"] == "v6-preview.69"
+
+
+def test_driver_api_all_implemented(pe):
+    app = by_path(pe)["app_ready.exe"]
+    nvcuda = dependency(app, "nvcuda.dll")
+    assert (nvcuda["family"], nvcuda["load"], nvcuda["route"], nvcuda["basis"]) == ("driver_api", "static", "redirect", "zluda-release")
+    assert nvcuda["symbols"] == {"implemented": ["cuCtxSetCurrent", "cuDeviceGet", "cuInit", "cuMemAlloc_v2", "cuMemFree_v2"]}
+    assert nvcuda["resolved"] is None and nvcuda["how"] == "unresolved"
+    assert app["reasons"] == []
+    # system DLLs are known and left out of the findings
+    assert [d["name"] for d in app["dependencies"]] == ["nvcuda.dll"]
+
+
+def test_cublas_symbols_implemented_and_stub(pe):
+    blas = by_path(pe)["blas_mixed.dll"]
+    dep = dependency(blas, "cublas64_12.dll")
+    assert dep["route"] == "redirect" and dep["replacement"] == "cublas64_12.dll"
+    assert dep["symbols"] == {
+        "implemented": ["cublasCreate_v2", "cublasDestroy_v2", "cublasSgemm_v2"],
+        "stub": ["cublasDgemm_v2", "cublasSaxpy_v2"],
+    }
+    assert blas["reasons"] == [
+        "cublas64_12.dll: 2 imported function(s) are ZLUDA stubs that return NOT_SUPPORTED (cublasDgemm_v2, cublasSaxpy_v2)"
+    ]
+
+
+def test_missing_export_blocks_a_static_pe_import(pe):
+    legacy = by_path(pe)["blas_legacy.dll"]
+    dep = dependency(legacy, "cublas64_12.dll")
+    assert dep["symbols"] == {"implemented": ["cublasCreate_v2"], "missing": ["cublasSgemm", "cublasXtCreate"]}
+    assert "the loader refuses this binary" in legacy["reasons"][0]
+    assert "cublasSgemm, cublasXtCreate" in legacy["reasons"][0]
+
+
+def test_blocked_families(pe):
+    binaries = by_path(pe)
+    trt = dependency(binaries["trt_plugin.dll"], "nvinfer_10.dll")
+    assert (trt["family"], trt["route"], trt["basis"]) == ("tensorrt", "blocked", "family-default")
+    assert trt["symbols"] == {"unchecked": ["createInferBuilder_INTERNAL"]}
+    solver = binaries["solver_user.dll"]
+    assert dependency(solver, "cusolver64_11.dll")["route"] == "blocked"
+    assert dependency(solver, "cublas64_12.dll")["symbols"] == {"implemented": ["cublasCreate_v2"]}
+    assert solver["reasons"][0].startswith("cusolver64_11.dll: cuSOLVER has no route through ZLUDA")
+
+
+def test_delay_loaded_blocked_library_degrades(pe):
+    delay = by_path(pe)["delay_solver.dll"]
+    solver = dependency(delay, "cusolver64_11.dll")
+    assert (solver["load"], solver["route"]) == ("delay", "blocked")
+    assert dependency(delay, "nvcuda.dll")["load"] == "static"
+    assert delay["reasons"][0].startswith("cusolver64_11.dll (delay): cuSOLVER has no route through ZLUDA")
+
+
+def test_ordinal_imports_cannot_be_checked(pe):
+    binary = by_path(pe)["ordinal_user.dll"]
+    dep = dependency(binary, "cublas64_12.dll")
+    assert dep["ordinals"] == [5] and dep["symbols"] == {"implemented": ["cublasCreate_v2"]}
+    assert "imported by ordinal (5)" in binary["reasons"][0]
+
+
+def test_runtime_is_passthrough(pe):
+    dep = dependency(by_path(pe)["runtime_user.exe"], "cudart64_12.dll")
+    assert (dep["family"], dep["route"]) == ("runtime_api", "passthrough")
+
+
+def test_fft_is_stub_route(pe):
+    binary = by_path(pe)["fft_user.dll"]
+    dep = dependency(binary, "cufft64_11.dll")
+    assert dep["route"] == "stub"
+    assert dep["symbols"] == {"stub": ["cufftDestroy", "cufftExecC2C", "cufftPlan1d"]}
+    assert "every call returns NOT_SUPPORTED" in binary["reasons"][0]
+
+
+def test_dnn_stub(pe):
+    dep = dependency(by_path(pe)["dnn_user.dll"], "cudnn64_9.dll")
+    assert dep["route"] == "redirect"
+    assert dep["symbols"] == {"implemented": ["cudnnConvolutionForward", "cudnnCreate"], "stub": ["cudnnBackendCreateDescriptor"]}
+
+
+def test_chain_resolution_and_propagation(pe):
+    binaries = by_path(pe)
+    app = binaries["chain/chain_app.exe"]
+    helper = dependency(app, "chain_helper.dll")
+    assert (helper["resolved"], helper["how"], helper["family"]) == ("chain/chain_helper.dll", "same-folder", None)
+    util = dependency(app, "CHAIN_UTIL.dll")
+    assert (util["resolved"], util["how"]) == ("chain/chain_util.dll", "same-folder")
+    vendor = dependency(app, "missing_vendor.dll")
+    assert (vendor["resolved"], vendor["how"]) == (None, "unresolved")
+    assert not [d for d in app["dependencies"] if d["name"].startswith("api-ms-win-")]
+    assert app["reasons"][0].startswith("needs chain/chain_helper.dll, which is blocked: cublas64_12.dll: 1 imported function(s) not exported")
+    assert app["notes"] == ["needs missing_vendor.dll, which is neither in the scanned tree nor a known system library"]
+
+
+def test_elf_verdicts(elf):
+    verdicts = {path: b["verdict"] for path, b in by_path(elf).items()}
+    assert verdicts == {
+        "app_driver": "degraded",
+        "libcublas.so.12": "ready",
+        "libplain.so": "no-cuda",
+        "libuser_blas.so": "degraded",
+        "libuser_rpath.so": "blocked",
+    }
+    assert elf["verdict"] == "partial"
+
+
+def test_elf_runpath_origin_and_versioned_symbols(elf):
+    binaries = by_path(elf)
+    dep = dependency(binaries["libuser_blas.so"], "libcublas.so.12")
+    assert (dep["resolved"], dep["how"], dep["route"]) == ("libcublas.so.12", "runpath", "redirect")
+    assert dep["symbols"] == {
+        "implemented": ["cublasCreate_v2", "cublasSgemm_v2"],
+        "stub": ["cublasDgemm_v2"],
+        "missing": ["cublasSgemm"],
+    }
+    # lazy binding: the missing function fails when called, the library still loads
+    assert binaries["libuser_blas.so"]["reasons"][0].startswith("libcublas.so.12 (static): 1 function(s) not exported")
+    nvidia = binaries["libcublas.so.12"]
+    assert nvidia["nvidia_library"] == {"family": "blas", "route": "redirect", "basis": "zluda-release", "replacement": "libcublas.so.12"}
+
+
+def test_elf_unversioned_symbols_are_attributed(elf):
+    binaries = by_path(elf)
+    cuda = dependency(binaries["app_driver"], "libcuda.so.1")
+    assert cuda["symbols"] == {"implemented": ["cuDeviceGet", "cuInit", "cuMemAlloc_v2"], "stub": ["cuCtxSetCacheConfig"]}
+    solver = dependency(binaries["libuser_rpath.so"], "libcusolver.so.11")
+    assert solver["route"] == "blocked" and solver["symbols"] == {"unchecked": ["cusolverDnCreate"]}
+    assert solver["how"] == "unresolved"
+
+
+def test_release_choice_changes_the_tables(scan):
+    older = scan(FIXTURES / "pe" / "app_ready.exe", zluda_release="v5")
+    assert older["zluda"]["release"] == "v5"
+    newer = scan(FIXTURES / "pe" / "app_ready.exe", zluda_release="v7-preview.9")
+    assert newer["verdict"] == "ready"
+
+
+def test_demo_application(scan):
+    demo = scan(FIXTURES / "demo" / "Tool")
+    verdicts = {path: b["verdict"] for path, b in by_path(demo).items()}
+    assert verdicts == {
+        "plugins/denoise.dll": "ready",
+        "plugins/trt_export.dll": "blocked",
+        "render.dll": "degraded",
+        "tool.exe": "degraded",
+    }
+    assert demo["verdict"] == "partial"
+    tool = by_path(demo)["tool.exe"]
+    assert dependency(tool, "render.dll")["how"] == "same-folder"
+    assert tool["reasons"] == ["loads render.dll (static), which is degraded: cublas64_12.dll: 1 imported function(s) are ZLUDA stubs that return NOT_SUPPORTED (cublasDgemm_v2)"]
