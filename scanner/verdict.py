@@ -82,7 +82,7 @@ def _judge_own(result: BinaryVerdict) -> None:
             result.worsen("degraded", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, but every function of it returns NOT_SUPPORTED")
             return
         if me.route == "blocked":
-            result.worsen("blocked", f"NVIDIA {me.family_name} library with no ZLUDA replacement (family default; its kernels were not inspected): {me.advice}")
+            result.worsen("blocked", f"NVIDIA {me.family_name} library that ZLUDA does not replace (decided by the family default; its kernels were not inspected)")
         elif me.route == "unknown":
             result.worsen("degraded", "looks like an NVIDIA CUDA library that cuda4amd has no rule for")
         else:
@@ -117,10 +117,11 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if edge.ordinals:
             result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
     elif ident.route == "blocked":
+        advice = ident.advice or f"{family} has no route through ZLUDA"
         if load == "static":
-            result.worsen("blocked", f"{name}: {family} has no route through ZLUDA. {ident.advice}")
+            result.worsen("blocked", f"{name}: {advice}")
         else:
-            result.worsen("degraded", f"{name} ({load}): {family} has no route through ZLUDA; what needs it fails. {ident.advice}")
+            result.worsen("degraded", f"{name} ({load}-loaded): the binary loads, but what uses it fails; {advice}")
     elif ident.route == "unknown":
         result.worsen("degraded", f"{name}: an NVIDIA library cuda4amd has no rule for")
     else:  # passthrough

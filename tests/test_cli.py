@@ -26,13 +26,13 @@ def test_console_summary_leads_with_the_verdict():
     lines = result.output.splitlines()
     assert lines[0].startswith("PARTIAL  some CUDA binaries can run through ZLUDA, some cannot")
     assert "plugins/trt_export.dll" in result.output and "blocked" in result.output
-    assert "TensorRT has no route through ZLUDA" in result.output
+    assert "needs TensorRT, which has no AMD route through ZLUDA" in result.output
     assert "readme.txt" not in result.output
 
 
 def test_verbose_lists_dependencies_and_stub_symbols():
     result = run("scan", FIXTURES / "demo" / "Tool", "-v")
-    assert "cublas64_12.dll [static] blas → redirect" in result.output
+    assert "cublas64_12.dll [static] blas → redirect: ZLUDA's cublas64_12.dll" in result.output
     assert "stub: cublasDgemm_v2" in result.output
 
 

@@ -89,7 +89,7 @@ def test_blocked_families(pe):
     solver = binaries["solver_user.dll"]
     assert dependency(solver, "cusolver64_11.dll")["route"] == "blocked"
     assert dependency(solver, "cublas64_12.dll")["symbols"] == {"implemented": ["cublasCreate_v2"]}
-    assert solver["reasons"][0].startswith("cusolver64_11.dll: cuSOLVER has no route through ZLUDA")
+    assert solver["reasons"][0].startswith("cusolver64_11.dll: needs cuSOLVER, which ZLUDA does not replace")
 
 
 def test_delay_loaded_blocked_library_degrades(pe):
@@ -97,7 +97,7 @@ def test_delay_loaded_blocked_library_degrades(pe):
     solver = dependency(delay, "cusolver64_11.dll")
     assert (solver["load"], solver["route"]) == ("delay", "blocked")
     assert dependency(delay, "nvcuda.dll")["load"] == "static"
-    assert delay["reasons"][0].startswith("cusolver64_11.dll (delay): cuSOLVER has no route through ZLUDA")
+    assert delay["reasons"][0].startswith("cusolver64_11.dll (delay-loaded): the binary loads, but what uses it fails; needs cuSOLVER")
 
 
 def test_ordinal_imports_cannot_be_checked(pe):

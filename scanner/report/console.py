@@ -67,8 +67,11 @@ def _details(binary: dict) -> list[Text]:
     for dep in binary["dependencies"]:
         if dep["family"] is None:
             continue
-        where = dep["resolved"] or "not found"
-        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep['route']} ({where})", style="cyan"))
+        if dep["replacement"]:
+            where = f"ZLUDA's {dep['replacement']}"
+        else:
+            where = dep["resolved"] or "not in the scanned tree"
+        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep['route']}: {where}", style="cyan"))
         for state in ("stub", "missing"):
             names = dep["symbols"].get(state)
             if names:
