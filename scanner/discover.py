@@ -11,7 +11,7 @@ import re
 import stat
 import zipfile
 from dataclasses import dataclass, field
-from pathlib import Path, PurePosixPath
+from pathlib import Path
 from typing import Callable, Literal
 
 from .model import FileError
@@ -118,16 +118,16 @@ def discover(target: Target, on_file: Callable[[], None] | None = None) -> Disco
     else:
         for root in target.roots:
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
-            _walk_folder(root, PurePosixPath(prefix.replace(os.sep, "/")) if prefix else None, result, on_file)
+            _walk_folder(root, prefix.replace(os.sep, "/"), result, on_file)
     result.binaries.sort(key=lambda b: b.path)
     return result
 
 
-def _walk_folder(root: Path, prefix: PurePosixPath | None, result: Discovery, on_file) -> None:
+def _walk_folder(root: Path, prefix: str, result: Discovery, on_file) -> None:
     visited_dirs: set[tuple[int, int]] = set()
     seen_files: dict[tuple[int, int], str] = {}
     links: list[tuple[str, str, os.stat_result]] = []
-    stack: list[tuple[str, PurePosixPath | None]] = [(os.fspath(root), prefix)]
+    stack: list[tuple[str, str]] = [(os.fspath(root), prefix)]
     while stack:
         folder, rel = stack.pop()
         try:
@@ -139,10 +139,10 @@ def _walk_folder(root: Path, prefix: PurePosixPath | None, result: Discovery, on
             with os.scandir(folder) as entries:
                 listing = sorted(entries, key=lambda e: e.name)
         except OSError as exc:
-            result.errors.append(FileError(_rel_text(rel), "discover", _os_message(exc)))
+            result.errors.append(FileError(rel or ".", "discover", _os_message(exc)))
             continue
         for entry in listing:
-            child_rel = (rel / printable(entry.name)) if rel else PurePosixPath(printable(entry.name))
+            child_rel = f"{rel}/{printable(entry.name)}" if rel else printable(entry.name)
             try:
                 if entry.is_dir(follow_symlinks=True):
                     stack.append((entry.path, child_rel))
@@ -151,22 +151,22 @@ def _walk_folder(root: Path, prefix: PurePosixPath | None, result: Discovery, on
                     continue  # sockets, fifos, dangling links
                 st = entry.stat(follow_symlinks=True)
             except OSError as exc:
-                result.errors.append(FileError(str(child_rel), "discover", _os_message(exc)))
+                result.errors.append(FileError(child_rel, "discover", _os_message(exc)))
                 continue
             result.files_seen += 1
             if on_file:
                 on_file()
             if entry.is_symlink():
-                links.append((entry.path, str(child_rel), st))
+                links.append((entry.path, child_rel, st))
             else:
-                _consider_once(Path(entry.path), str(child_rel), st, seen_files, result)
+                _consider_once(entry.path, child_rel, st, seen_files, result)
     # Symlinked files last, so that a library and its soname link are read once,
     # under the real file's name, and the link becomes an alias of it.
     for path, rel, st in links:
-        _consider_once(Path(path), rel, st, seen_files, result)
+        _consider_once(path, rel, st, seen_files, result)
 
 
-def _consider_once(path: Path, rel: str, st: os.stat_result, seen: dict, result: Discovery) -> None:
+def _consider_once(path: str, rel: str, st: os.stat_result, seen: dict, result: Discovery) -> None:
     key = (st.st_dev, st.st_ino)
     if key in seen:
         result.aliases[rel] = seen[key]
@@ -174,9 +174,9 @@ def _consider_once(path: Path, rel: str, st: os.stat_result, seen: dict, result:
         seen[key] = rel
 
 
-def _consider_file(path: Path, rel: str, result: Discovery, size: int | None = None) -> bool:
+def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | None = None) -> bool:
     try:
-        with open(path, "rb") as handle:
+        with open(path, "rb", buffering=0) as handle:
             kind = sniff_file(handle)
             if size is None:
                 size = os.fstat(handle.fileno()).st_size
@@ -212,10 +212,6 @@ def _walk_archive(path: Path, result: Discovery, on_file) -> None:
                 continue
             if kind is not None:
                 result.binaries.append(FoundBinary(rel, kind, info.file_size, member=info.filename))
-
-
-def _rel_text(rel: PurePosixPath | None) -> str:
-    return str(rel) if rel else "."
 
 
 def _os_message(exc: OSError) -> str:
