@@ -84,7 +84,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     clock = time.perf_counter()
     graph, edges = build_graph(binaries, found.aliases, rules, options.search_paths, target.path if target.kind != "archive" else None)
     dependencies = classify_edges({b.path: b for b in binaries}, edges, rules, release)
-    verdicts = decide(binaries, dependencies, rules, release)
+    verdicts = decide(binaries, dependencies, rules, release, found.aliases)
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(

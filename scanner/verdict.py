@@ -47,18 +47,28 @@ def decide(
     dependencies: list[Dependency],
     rules: RuleSet,
     release: ZludaRelease,
+    aliases: dict[str, str] | None = None,
 ) -> list[BinaryVerdict]:
     by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
     for dep in dependencies:
         by_source[dep.edge.source].append(dep)
-    results = {
-        b.path: BinaryVerdict(b, identify(posixpath.basename(b.path), platform_of(b), rules, release), by_source[b.path])
-        for b in binaries
-    }
+    names: dict[str, list[str]] = {b.path: [b.path] for b in binaries}
+    for alias, real in sorted((aliases or {}).items()):
+        if real in names:
+            names[real].append(alias)
+    results = {b.path: BinaryVerdict(b, _identity(names[b.path], b, rules, release), by_source[b.path]) for b in binaries}
     for result in results.values():
         _judge_own(result)
     _propagate(results)
     return [results[b.path] for b in binaries]
+
+
+def _identity(paths: list[str], binary: ScannedBinary, rules: RuleSet, release: ZludaRelease) -> Identity:
+    """What the binary is, by its own name or, failing that, a link's name
+    (libcublas.so.12 -> libcublas.so.12.9.1.3 is cuBLAS by its soname)."""
+    found = [identify(posixpath.basename(path), platform_of(binary), rules, release) for path in paths]
+    known = [i for i in found if i.family not in (None, "unknown")]
+    return known[0] if known else found[0]
 
 
 def overall(verdicts: list[BinaryVerdict]) -> str:
