@@ -487,8 +487,10 @@ def test_converter_is_reproducible(data: Path, tmp_path: Path) -> None:
     assert proc.returncode == 0, proc.stderr
     generated = sorted(p.relative_to(out) for p in out.rglob("*.toml"))
     shipped_dir = shipped_rules_dir()
+    # the converter owns families.toml and zluda/; system.toml, frameworks/ and
+    # gpus.toml are written by hand or by their own converters
     shipped = sorted(p.relative_to(shipped_dir) for p in shipped_dir.rglob("*.toml")
-                     if p.name != "system.toml")
+                     if p.name == "families.toml" or p.parent.name == "zluda")
     assert generated == shipped
     assert not (out / "system.toml").exists()  # hand-maintained, never generated
     for rel in generated:

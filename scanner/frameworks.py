@@ -1,0 +1,351 @@
+"""Framework knowledge: what a Python framework loads, and how a user avoids a blocked path.
+
+    frameworks = load_frameworks()                  # rules/frameworks/*.toml, validated
+    fw = framework_for("cupy_cuda12x", frameworks)  # PEP 503 name compare -> Framework | None
+    advice_for(fw, {"dnn", "blaslt"}, "sass-only")  # -> ["set DISABLE_ADDMM_CUDA_LT=1 so ...", ...]
+
+One TOML file per framework (file name = framework id); see docs/frameworks.md.
+Invalid data raises cuda4amd.rules.RulesError naming the file and the problem.
+"""
+from __future__ import annotations
+
+import fnmatch
+import functools
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Iterable, Sequence
+
+from .distributions import canonical_name
+from .rules import (
+    PLATFORMS,
+    Provenance,
+    RuleSet,
+    RulesError,
+    _check,
+    _is_bool,
+    _is_nonempty_str,
+    _is_str,
+    _is_str_list,
+    _provenance,
+    _read_toml,
+    _rows,
+    _top_level,
+    load_rules,
+    shipped_rules_dir,
+)
+
+__all__ = [
+    "FRAMEWORKS_DIR", "SASS_ONLY", "SWITCH_KINDS", "LOAD_KINDS", "CONFIDENCE",
+    "LibraryLoad", "Switch", "Instead", "Framework",
+    "load_frameworks", "framework_for", "advice_for",
+]
+
+FRAMEWORKS_DIR = "frameworks"
+#: the kernel state a switch or an [[instead]] can name besides a family id
+SASS_ONLY = "sass-only"
+SWITCH_KINDS: tuple[str, ...] = ("env", "python", "config")
+#: how the framework reaches the library (the report's `load` values)
+LOAD_KINDS: tuple[str, ...] = ("static", "delay", "by-name")
+CONFIDENCE: tuple[str, ...] = ("verified", "unverified")
+_WHEN_RE = re.compile(r"^(always|optional|feature: \S.*)$")
+_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
+
+
+@dataclass(frozen=True)
+class LibraryLoad:
+    """A library family the framework loads, with example file names."""
+
+    family: str  # id from families.toml
+    names: tuple[str, ...]  # concrete file names or glob patterns
+    when: str  # "always" | "optional" | "feature: <what uses it>"
+    load: str | None = None  # "static" | "delay" | "by-name", when known
+    platform: str | None = None  # "windows" | "linux" | None (both)
+    note: str = ""
+    confidence: str = "verified"
+
+    @property
+    def feature(self) -> str | None:
+        """What uses the library when `when` is "feature: ...", else None."""
+        return self.when[len("feature: "):] if self.when.startswith("feature: ") else None
+
+
+@dataclass(frozen=True)
+class Switch:
+    """Something a user sets so the framework avoids a blocked/stubbed family
+    (or its SASS-only kernels: "sass-only" in `avoids`)."""
+
+    avoids: tuple[str, ...]
+    kind: str  # "env" | "python" | "config"
+    setting: str
+    note: str = ""
+    advice: str = ""  # a full sentence replacing the generated advice line
+    platform: str | None = None
+    recommended: bool = False  # worth doing under ZLUDA whatever the scan found
+    confidence: str = "verified"
+
+
+@dataclass(frozen=True)
+class Instead:
+    """What to install instead when `when` (a family id, or "sass-only") blocks."""
+
+    when: str
+    advice: str
+    note: str = ""
+    platform: str | None = None
+    confidence: str = "verified"
+
+
+@dataclass(frozen=True)
+class Framework:
+    id: str
+    name: str
+    distributions: tuple[str, ...]  # PyPI names (PEP 503 normalised on compare; may hold globs)
+    loads: tuple[LibraryLoad, ...]
+    switches: tuple[Switch, ...]
+    instead: tuple[Instead, ...]
+    provenance: Provenance
+    notes: tuple[str, ...] = ()
+    #: family id -> display name ("blaslt" -> "cuBLASLt"), for the families this file cites
+    family_names: tuple[tuple[str, str], ...] = field(default=(), compare=False)
+    source: Path | None = field(default=None, compare=False)
+
+    def matches(self, distribution_name: str) -> bool:
+        name = canonical_name(distribution_name)
+        return any(fnmatch.fnmatchcase(name, canonical_name(p)) for p in self.distributions)
+
+    def family_name(self, family_id: str) -> str:
+        if family_id == SASS_ONLY:
+            return "SASS-only kernels"
+        return dict(self.family_names).get(family_id, family_id)
+
+    def loads_of(self, family_id: str) -> tuple[LibraryLoad, ...]:
+        return tuple(entry for entry in self.loads if entry.family == family_id)
+
+
+# ---------------------------------------------------------------------------
+# loading
+# ---------------------------------------------------------------------------
+
+_FRAMEWORK_REQUIRED = {"id": _is_nonempty_str, "name": _is_nonempty_str, "distributions": _is_str_list}
+_FRAMEWORK_OPTIONAL = {"notes": _is_str_list}
+_LOAD_REQUIRED = {"family": _is_nonempty_str, "names": _is_str_list, "when": _is_str}
+_LOAD_OPTIONAL = {"load": _is_str, "platform": _is_str, "note": _is_str, "confidence": _is_str}
+_SWITCH_REQUIRED = {"avoids": _is_str_list, "kind": _is_str, "setting": _is_nonempty_str}
+_SWITCH_OPTIONAL = {"note": _is_str, "advice": _is_str, "platform": _is_str, "recommended": _is_bool,
+                    "confidence": _is_str}
+_INSTEAD_REQUIRED = {"when": _is_nonempty_str, "advice": _is_nonempty_str}
+_INSTEAD_OPTIONAL = {"note": _is_str, "platform": _is_str, "confidence": _is_str}
+
+
+def load_frameworks(
+    rules_dir: str | os.PathLike[str] | None = None,
+    *,
+    rules: RuleSet | None = None,
+) -> tuple[Framework, ...]:
+    """Load and validate every `*.toml` of a frameworks folder.
+
+    `rules_dir` is a rules folder holding `frameworks/`, or the frameworks
+    folder itself; default: the shipped `cuda4amd.ruledata/frameworks`.
+    `rules` (default: `load_rules()`) supplies the family ids files may cite.
+    Sorted by framework id.
+    """
+    folder = _frameworks_folder(rules_dir)
+    if rules is None:
+        rules = load_rules()
+    families = {f.id: f.name for f in rules.families}
+    frameworks: list[Framework] = []
+    claimed: dict[str, str] = {}  # normalised distribution name -> framework id
+    for path in sorted(folder.glob("*.toml")):
+        fw = _load_file(path, families)
+        other = next((f for f in frameworks if f.id == fw.id), None)
+        if other is not None:
+            raise RulesError(path, f"framework id {fw.id!r} is also defined in {other.source}")
+        for dist in fw.distributions:
+            key = canonical_name(dist)
+            if key in claimed:
+                raise RulesError(path, f"distribution {dist!r} is already claimed by framework {claimed[key]!r}")
+            claimed[key] = fw.id
+        frameworks.append(fw)
+    return tuple(sorted(frameworks, key=lambda f: f.id))
+
+
+def _frameworks_folder(rules_dir: str | os.PathLike[str] | None) -> Path:
+    if rules_dir is None:
+        folder = shipped_rules_dir() / FRAMEWORKS_DIR
+    else:
+        base = Path(rules_dir)
+        folder = base / FRAMEWORKS_DIR if (base / FRAMEWORKS_DIR).is_dir() else base
+    if not folder.is_dir():
+        raise RulesError(folder, "no such frameworks folder")
+    return folder
+
+
+def _load_file(path: Path, families: dict[str, str]) -> Framework:
+    doc = _read_toml(path)
+    prov = _provenance(path, doc)
+    _top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead"))
+    if "framework" not in doc:
+        raise RulesError(path, "missing the [framework] table (id, name, distributions)")
+    head = _check(path, "[framework]", doc["framework"], _FRAMEWORK_REQUIRED, _FRAMEWORK_OPTIONAL)
+    fid = head["id"]
+    if not _ID_RE.match(fid):
+        raise RulesError(path, f"[framework]: id must match {_ID_RE.pattern}, got {fid!r}")
+    if fid != path.stem:
+        raise RulesError(path, f"[framework]: id {fid!r} does not match the file name {path.name!r}")
+    if not head["distributions"] or not all(d.strip() for d in head["distributions"]):
+        raise RulesError(path, "[framework]: 'distributions' must list at least one PyPI name")
+    seen_dists: set[str] = set()
+    for dist in head["distributions"]:
+        if canonical_name(dist) in seen_dists:
+            raise RulesError(path, f"[framework]: distribution {dist!r} is listed twice")
+        seen_dists.add(canonical_name(dist))
+
+    cited: set[str] = set()
+
+    def family(where: str, value: str, allow_sass: bool) -> str:
+        if allow_sass and value == SASS_ONLY:
+            return value
+        if value not in families:
+            extra = f" or {SASS_ONLY!r}" if allow_sass else ""
+            raise RulesError(path, f"{where}: unknown library family {value!r} (a families.toml id{extra})")
+        cited.add(value)
+        return value
+
+    loads: list[LibraryLoad] = []
+    for i, row in enumerate(_rows(path, doc, "loads_by_name")):
+        where = f"loads_by_name #{i + 1}"
+        _check(path, where, row, _LOAD_REQUIRED, _LOAD_OPTIONAL)
+        fam = family(where, row["family"], allow_sass=False)
+        if not row["names"] or not all(n.strip() for n in row["names"]):
+            raise RulesError(path, f"{where}: 'names' must list at least one file name")
+        if not _WHEN_RE.match(row["when"]):
+            raise RulesError(path, f"{where}: when must be \"always\", \"optional\" or \"feature: <what>\", "
+                                   f"got {row['when']!r}")
+        loads.append(LibraryLoad(
+            family=fam,
+            names=tuple(row["names"]),
+            when=row["when"],
+            load=_choice(path, where, "load", row.get("load"), LOAD_KINDS),
+            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            note=row.get("note", ""),
+            confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+        ))
+
+    switches: list[Switch] = []
+    for i, row in enumerate(_rows(path, doc, "switch")):
+        where = f"switch #{i + 1}"
+        _check(path, where, row, _SWITCH_REQUIRED, _SWITCH_OPTIONAL)
+        if not row["avoids"]:
+            raise RulesError(path, f"{where}: 'avoids' must name at least one family id or {SASS_ONLY!r}")
+        avoids = tuple(family(where, a, allow_sass=True) for a in row["avoids"])
+        kind = _choice(path, where, "kind", row["kind"], SWITCH_KINDS)
+        switches.append(Switch(
+            avoids=avoids,
+            kind=kind or "",
+            setting=row["setting"],
+            note=row.get("note", ""),
+            advice=row.get("advice", ""),
+            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            recommended=row.get("recommended", False),
+            confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+        ))
+
+    instead: list[Instead] = []
+    for i, row in enumerate(_rows(path, doc, "instead")):
+        where = f"instead #{i + 1}"
+        _check(path, where, row, _INSTEAD_REQUIRED, _INSTEAD_OPTIONAL)
+        instead.append(Instead(
+            when=family(where, row["when"], allow_sass=True),
+            advice=row["advice"],
+            note=row.get("note", ""),
+            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+        ))
+
+    return Framework(
+        id=fid,
+        name=head["name"],
+        distributions=tuple(head["distributions"]),
+        loads=tuple(loads),
+        switches=tuple(switches),
+        instead=tuple(instead),
+        provenance=prov,
+        notes=tuple(head.get("notes", ())),
+        family_names=tuple(sorted((f, families[f]) for f in cited)),
+        source=path,
+    )
+
+
+def _choice(path: Path, where: str, key: str, value: Any, allowed: Sequence[str]) -> str | None:
+    if value is None:
+        return None
+    if value not in allowed:
+        raise RulesError(path, f"{where}: {key} must be one of {', '.join(allowed)}, got {value!r}")
+    return value
+
+
+# ---------------------------------------------------------------------------
+# queries
+# ---------------------------------------------------------------------------
+
+@functools.lru_cache(maxsize=1)
+def _shipped() -> tuple[Framework, ...]:
+    return load_frameworks()
+
+
+def framework_for(distribution_name: str, frameworks: Iterable[Framework] | None = None) -> Framework | None:
+    """The framework a distribution belongs to ("Torch", "cupy_cuda12x", …),
+    comparing PEP 503 normalised names; None if no framework file claims it.
+    Without `frameworks`, the shipped ones (loaded once per process)."""
+    for fw in _shipped() if frameworks is None else frameworks:
+        if fw.matches(distribution_name):
+            return fw
+    return None
+
+
+def advice_for(framework: Framework, blocked_families: Iterable[str], kernel_state: str | None) -> list[str]:
+    """Advice lines for the families that are blocked or stubbed and, when
+    `kernel_state` is "sass-only", for SASS-only kernels: the switches that
+    avoid them (and those marked `recommended`), then the [[instead]] entries.
+    File order; no duplicates."""
+    hit = set(blocked_families)
+    if kernel_state == SASS_ONLY:
+        hit.add(SASS_ONLY)
+    lines: list[str] = []
+    for sw in framework.switches:
+        avoided = [a for a in sw.avoids if a in hit]
+        if avoided or sw.recommended:
+            lines.append(_switch_line(framework, sw, avoided or list(sw.avoids)))
+    for alt in framework.instead:
+        if alt.when in hit:
+            lines.append(_finish(f"{framework.name}: {alt.advice}", alt.platform, alt.confidence))
+    return list(dict.fromkeys(lines))
+
+
+def _switch_line(fw: Framework, sw: Switch, avoided: list[str]) -> str:
+    what = _join([fw.family_name(a) for a in avoided])
+    if sw.advice:
+        text = sw.advice
+    elif sw.kind == "env":
+        text = f"set {sw.setting} so {fw.name} avoids {what}"
+    elif sw.kind == "python":
+        text = f"{fw.name}: run `{sw.setting}` before the work starts, so it avoids {what}"
+    else:
+        text = f"{fw.name}: {sw.setting} (avoids {what})"
+    return _finish(text, sw.platform, sw.confidence)
+
+
+def _finish(text: str, platform: str | None, confidence: str) -> str:
+    if platform:
+        text = f"{text} [{platform.capitalize()} only]"
+    if confidence == "unverified":
+        text = f"{text} (unverified)"
+    return text
+
+
+def _join(names: list[str]) -> str:
+    if len(names) <= 1:
+        return "".join(names)
+    return ", ".join(names[:-1]) + " and " + names[-1]

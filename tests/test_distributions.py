@@ -1,0 +1,334 @@
+from __future__ import annotations
+
+import base64
+import hashlib
+import os
+import zipfile
+from pathlib import Path
+
+import pytest
+
+from cuda4amd.discover import Target, resolve_target
+from cuda4amd.distributions import (
+    Distribution,
+    canonical_name,
+    find_distributions,
+    owner_map,
+    owner_of,
+)
+
+
+def _record_line(path: str, data: bytes | None = None) -> str:
+    if data is None:
+        return f"{path},,"
+    digest = base64.urlsafe_b64encode(hashlib.sha256(data).digest()).rstrip(b"=").decode()
+    return f"{path},sha256={digest},{len(data)}"
+
+
+def install(site: Path, name: str, version: str, files: dict[str, bytes], *,
+            extra_record: list[str] = (), metadata: str | bytes | None = None,
+            record: str | bytes | None = None, folder: str | None = None) -> Path:
+    """Lay out a distribution the way pip does: files + NAME-VER.dist-info."""
+    info = site / (folder or f"{name.replace('-', '_')}-{version}.dist-info")
+    info.mkdir(parents=True)
+    for rel, data in files.items():
+        p = site / rel
+        p.parent.mkdir(parents=True, exist_ok=True)
+        p.write_bytes(data)
+    if metadata is None:
+        metadata = f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\nSummary: test\n\nlong description\n"
+    if metadata is not False:
+        (info / "METADATA").write_bytes(metadata.encode() if isinstance(metadata, str) else metadata)
+    if record is None:
+        lines = [_record_line(rel, data) for rel, data in files.items()]
+        lines += [_record_line(f"{info.name}/METADATA"), _record_line(f"{info.name}/RECORD")]
+        lines += list(extra_record)
+        record = "\n".join(lines) + "\n"
+    if record is not False:
+        (info / "RECORD").write_bytes(record.encode() if isinstance(record, str) else record)
+    return info
+
+
+def by_name(dists: list[Distribution]) -> dict[str, Distribution]:
+    return {d.name: d for d in dists}
+
+
+# ---------------------------------------------------------------------------
+# venvs and site-packages
+# ---------------------------------------------------------------------------
+
+def test_linux_venv_paths_are_relative_to_the_venv(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    site = venv / "lib" / "python3.12" / "site-packages"
+    install(site, "torch", "2.3.0+cu118", {
+        "torch/__init__.py": b"",
+        "torch/lib/libtorch_cuda.so": b"\x7fELF",
+    }, extra_record=["../../../bin/torchrun,,"])
+    install(site, "nvidia-cublas-cu12", "12.1.3.1", {"nvidia/cublas/lib/libcublas.so.12": b"x"})
+    target = resolve_target(str(venv))
+    assert target.kind == "venv"
+    dists = by_name(find_distributions(target))
+    torch = dists["torch"]
+    assert torch.version == "2.3.0+cu118"
+    assert torch.dist_info == "lib/python3.12/site-packages/torch-2.3.0+cu118.dist-info"
+    assert "lib/python3.12/site-packages/torch/lib/libtorch_cuda.so" in torch.files
+    assert "bin/torchrun" in torch.files  # '..' normalised, still inside the venv
+    assert "lib/python3.12/site-packages/torch-2.3.0+cu118.dist-info/RECORD" in torch.files
+    assert dists["nvidia-cublas-cu12"].files == frozenset({
+        "lib/python3.12/site-packages/nvidia/cublas/lib/libcublas.so.12",
+        "lib/python3.12/site-packages/nvidia_cublas_cu12-12.1.3.1.dist-info/METADATA",
+        "lib/python3.12/site-packages/nvidia_cublas_cu12-12.1.3.1.dist-info/RECORD",
+    })
+
+
+def test_windows_venv_and_case_insensitive_owner_lookup(tmp_path):
+    venv = tmp_path / "venv"
+    (venv / "Scripts").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = C:\\Python312\n")
+    site = venv / "Lib" / "site-packages"
+    install(site, "cupy-cuda12x", "13.3.0", {"cupy/_core/core.cp312-win_amd64.pyd": b"MZ"},
+            # Windows installers wrote backslashes and differently-cased names
+            extra_record=["..\\..\\Scripts\\cupy-tool.exe,,", "CuPy/CUDA/Cublas.PYD,,"])
+    dists = find_distributions(resolve_target(str(venv)))
+    (cupy,) = dists
+    assert cupy.name == "cupy-cuda12x"
+    assert "Scripts/cupy-tool.exe" in cupy.files
+    owners = owner_map(dists)
+    assert owners.owner_of("Lib/site-packages/cupy/_core/core.cp312-win_amd64.pyd") == "cupy-cuda12x"
+    assert owners.owner_of("lib/SITE-PACKAGES/CUPY/_core/CORE.cp312-win_amd64.pyd") == "cupy-cuda12x"
+    assert owners.owner_of("Lib\\site-packages\\cupy\\cuda\\cublas.pyd") == "cupy-cuda12x"
+    assert owner_of(owners, "scripts/CUPY-TOOL.EXE") == "cupy-cuda12x"
+    assert owners.owner_of("Lib/site-packages/numpy/core.pyd") is None
+    assert all(key == key.casefold() for key in owners)
+
+
+def test_site_packages_target_drops_paths_leaving_the_tree(tmp_path):
+    site = tmp_path / "site-packages"
+    install(site, "onnxruntime-gpu", "1.20.1", {
+        "onnxruntime/capi/onnxruntime_providers_cuda.dll": b"MZ",
+    }, extra_record=["../../../bin/onnxruntime_test,,", "/usr/share/doc/ort/README,,", "C:\\abs\\x.dll,,"])
+    target = resolve_target(str(site))
+    assert target.kind == "site-packages"
+    (ort,) = find_distributions(target)
+    assert ort.dist_info == "onnxruntime_gpu-1.20.1.dist-info"
+    assert "onnxruntime/capi/onnxruntime_providers_cuda.dll" in ort.files
+    assert not any(f.startswith("..") or f.startswith("/") or ":" in f for f in ort.files)
+
+
+def test_folder_target_finds_nested_site_packages(tmp_path):
+    # e.g. ComfyUI_windows_portable/python_embeded/Lib/site-packages
+    app = tmp_path / "app"
+    site = app / "python_embeded" / "Lib" / "site-packages"
+    install(site, "torch", "2.3.1+cu121", {"torch/lib/torch_cuda.dll": b"MZ"})
+    (app / "main.py").parent.mkdir(parents=True, exist_ok=True)
+    (app / "main.py").write_text("print()")
+    target = resolve_target(str(app))
+    assert target.kind == "folder"
+    (torch,) = find_distributions(target)
+    assert "python_embeded/Lib/site-packages/torch/lib/torch_cuda.dll" in torch.files
+    assert owner_map([torch]).owner_of("python_embeded/Lib/site-packages/torch/lib/torch_cuda.dll") == "torch"
+
+
+def test_paths_match_discovery(tmp_path):
+    """owner_map keys are the FoundBinary paths discovery produces."""
+    from cuda4amd.discover import discover
+    from conftest import FIXTURES
+
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "pyvenv.cfg").write_text("")
+    site = venv / "Lib" / "site-packages"
+    install(site, "plainpkg", "1.0", {"plainpkg/plain.dll": (FIXTURES / "pe" / "plain.dll").read_bytes()})
+    target = resolve_target(str(venv))
+    found = discover(target)
+    owners = owner_map(find_distributions(target))
+    assert [owners.owner_of(b.path) for b in found.binaries] == ["plainpkg"]
+
+
+def test_record_with_quoted_commas_and_odd_rows(tmp_path):
+    site = tmp_path / "site-packages"
+    record = (
+        'pkg/__init__.py,sha256=abc,10\n'
+        '"pkg/data/a,b.bin",sha256=def,3\n'
+        '\n'
+        'pkg/only_path\n'
+        ',,\n'
+        'pkg/extra,cols,1,2,3\n'
+    )
+    install(site, "pkg", "0.1", {"pkg/__init__.py": b"", "pkg/data/a,b.bin": b"abc"}, record=record)
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert dist.files == frozenset({"pkg/__init__.py", "pkg/data/a,b.bin", "pkg/only_path", "pkg/extra"})
+
+
+def test_garbled_record_still_gives_what_it_can(tmp_path):
+    site = tmp_path / "site-packages"
+    record = b'pkg/good.py,,\n"unterminated,quote\x00\npkg/also.py,,\n\xff\xfe\x00garbage\n'
+    install(site, "pkg", "0.1", {"pkg/good.py": b""}, record=record)
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert "pkg/good.py" in dist.files
+    assert dist.version == "0.1"
+
+
+@pytest.mark.parametrize("metadata", [False, b"", b"\x00\xff\xfe binary junk \x80", "Name: \nVersion:\n"])
+def test_missing_or_garbled_metadata_falls_back_to_the_folder_name(tmp_path, metadata):
+    site = tmp_path / "site-packages"
+    install(site, "llama-cpp-python", "0.3.16", {"llama_cpp/lib/ggml-cuda.dll": b"MZ"}, metadata=metadata)
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert dist.name == "llama_cpp_python"  # the escaped folder name
+    assert dist.version == "0.3.16"
+    assert canonical_name(dist.name) == "llama-cpp-python"
+    assert "llama_cpp/lib/ggml-cuda.dll" in dist.files
+
+
+def test_unparseable_folder_name_and_no_metadata_gives_unknown_version(tmp_path):
+    site = tmp_path / "site-packages"
+    install(site, "x", "1", {"x.py": b""}, metadata=False, record=False, folder="weird.dist-info")
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert (dist.name, dist.version, dist.files) == ("weird", "unknown", frozenset())
+
+
+def test_missing_record_gives_no_files_and_no_exception(tmp_path):
+    site = tmp_path / "site-packages"
+    install(site, "torch", "2.4.0", {"torch/x.py": b""}, record=False)
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert (dist.name, dist.version, dist.files) == ("torch", "2.4.0", frozenset())
+
+
+def test_metadata_name_is_the_display_name(tmp_path):
+    site = tmp_path / "site-packages"
+    install(site, "PyYAML", "6.0.1", {"yaml/__init__.py": b""}, folder="PyYAML-6.0.1.dist-info")
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert dist.name == "PyYAML"
+    assert dist.canonical_name == "pyyaml"
+
+
+def test_dist_info_that_is_a_file_or_unreadable_is_skipped(tmp_path):
+    site = tmp_path / "site-packages"
+    install(site, "good", "1.0", {"good.py": b""})
+    (site / "bogus-1.0.dist-info").write_text("not a folder")
+    dists = find_distributions(resolve_target(str(site)))
+    assert [d.name for d in dists] == ["good"]
+
+
+@pytest.mark.skipif(os.name == "nt" or os.geteuid() == 0, reason="root can read anything")
+def test_unreadable_record_is_no_exception(tmp_path):
+    site = tmp_path / "site-packages"
+    info = install(site, "pkg", "1.0", {"pkg.py": b""})
+    (info / "RECORD").chmod(0)
+    (dist,) = find_distributions(resolve_target(str(site)))
+    assert dist.files == frozenset()
+
+
+def test_egg_info_with_installed_files(tmp_path):
+    site = tmp_path / "site-packages"
+    (site / "oldpkg").mkdir(parents=True)
+    (site / "oldpkg" / "_ext.so").write_bytes(b"\x7fELF")
+    egg = site / "oldpkg-0.9-py3.8.egg-info"
+    egg.mkdir()
+    (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: OldPkg\nVersion: 0.9\n")
+    (egg / "installed-files.txt").write_text("../oldpkg/_ext.so\n../oldpkg/__init__.py\nPKG-INFO\n../../../../etc/passwd\n")
+    # a single-file egg-info (distutils) too
+    (site / "tiny-1.0-py3.8.egg-info").write_text("Metadata-Version: 1.0\nName: tiny\nVersion: 1.0\n")
+    dists = by_name(find_distributions(resolve_target(str(site))))
+    old = dists["OldPkg"]
+    assert old.version == "0.9"
+    assert old.dist_info == "oldpkg-0.9-py3.8.egg-info"
+    assert old.files == frozenset({"oldpkg/_ext.so", "oldpkg/__init__.py", "oldpkg-0.9-py3.8.egg-info/PKG-INFO"})
+    assert dists["tiny"].files == frozenset({"tiny-1.0-py3.8.egg-info"})
+
+
+def test_symlink_loops_do_not_hang(tmp_path):
+    app = tmp_path / "app"
+    (app / "sub").mkdir(parents=True)
+    (app / "sub" / "loop").symlink_to(app, target_is_directory=True)
+    install(app / "sub" / "site-packages", "pkg", "1", {"pkg.py": b""})
+    dists = find_distributions(resolve_target(str(app)))
+    assert [d.dist_info for d in dists] == ["sub/site-packages/pkg-1.dist-info"]
+
+
+def test_file_target_has_no_distributions(tmp_path):
+    f = tmp_path / "x.dll"
+    f.write_bytes(b"MZ")
+    assert find_distributions(resolve_target(str(f))) == []
+
+
+# ---------------------------------------------------------------------------
+# owner_map
+# ---------------------------------------------------------------------------
+
+def test_owner_map_conflicts_resolve_to_the_first_name():
+    a = Distribution("nvidia-cublas-cu12", "12", "a.dist-info", frozenset({"nvidia/__init__.py", "nvidia/cublas/x"}))
+    b = Distribution("nvidia-cudnn-cu12", "9", "b.dist-info", frozenset({"nvidia/__init__.py", "nvidia/cudnn/y"}))
+    owners = owner_map([b, a])
+    assert owners.owner_of("nvidia/__init__.py") == "nvidia-cublas-cu12"
+    assert owners.owner_of("NVIDIA/CUDNN/Y") == "nvidia-cudnn-cu12"
+    assert owner_map([]) == {}
+
+
+# ---------------------------------------------------------------------------
+# wheels and zips
+# ---------------------------------------------------------------------------
+
+def test_wheel_every_member_belongs_to_its_dist_info(tmp_path):
+    whl = tmp_path / "torch-2.3.0+cu118-cp311-cp311-win_amd64.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("torch/lib/torch_cuda.dll", b"MZ")
+        z.writestr("torch/__init__.py", b"")
+        z.writestr("torch-2.3.0+cu118.data/scripts/torchrun.exe", b"MZ")
+        z.writestr("torch-2.3.0+cu118.dist-info/METADATA", "Name: torch\nVersion: 2.3.0+cu118\n")
+        z.writestr("torch-2.3.0+cu118.dist-info/RECORD", "torch/__init__.py,,\n")  # incomplete on purpose
+        z.writestr("torch/lib/", b"")  # a directory entry
+    target = resolve_target(str(whl))
+    assert target.kind == "archive"
+    (dist,) = find_distributions(target)
+    assert (dist.name, dist.version, dist.dist_info) == ("torch", "2.3.0+cu118", "torch-2.3.0+cu118.dist-info")
+    assert dist.files == frozenset({
+        "torch/lib/torch_cuda.dll", "torch/__init__.py", "torch-2.3.0+cu118.data/scripts/torchrun.exe",
+        "torch-2.3.0+cu118.dist-info/METADATA", "torch-2.3.0+cu118.dist-info/RECORD",
+    })
+    from cuda4amd.discover import discover
+
+    found = discover(target)
+    owners = owner_map([dist])
+    assert {owners.owner_of(b.path) for b in found.binaries} == {"torch"}
+
+
+def test_wheel_without_metadata(tmp_path):
+    whl = tmp_path / "x.whl"
+    with zipfile.ZipFile(whl, "w") as z:
+        z.writestr("ctranslate2/ctranslate2.dll", b"MZ")
+        z.writestr("ctranslate2-4.5.0.dist-info/WHEEL", "Wheel-Version: 1.0\n")
+    (dist,) = find_distributions(resolve_target(str(whl)))
+    assert (dist.name, dist.version) == ("ctranslate2", "4.5.0")
+    assert "ctranslate2/ctranslate2.dll" in dist.files
+
+
+def test_zip_of_a_site_packages_uses_each_record(tmp_path):
+    z_path = tmp_path / "bundle.zip"
+    with zipfile.ZipFile(z_path, "w") as z:
+        z.writestr("site-packages/a/x.dll", b"MZ")
+        z.writestr("site-packages/b/y.dll", b"MZ")
+        z.writestr("site-packages/a-1.dist-info/METADATA", "Name: a\nVersion: 1\n")
+        z.writestr("site-packages/a-1.dist-info/RECORD", "a/x.dll,,\n../../evil,,\n")
+        z.writestr("site-packages/b-2.dist-info/RECORD", "b/y.dll,,\n")
+    dists = by_name(find_distributions(resolve_target(str(z_path))))
+    assert dists["a"].files == frozenset({"site-packages/a/x.dll"})
+    assert dists["b"].version == "2"
+    assert dists["b"].files == frozenset({"site-packages/b/y.dll"})
+
+
+def test_zip_without_dist_info_and_broken_archive(tmp_path):
+    z_path = tmp_path / "plain.zip"
+    with zipfile.ZipFile(z_path, "w") as z:
+        z.writestr("app/app.exe", b"MZ")
+    assert find_distributions(resolve_target(str(z_path))) == []
+    broken = tmp_path / "broken.whl"
+    broken.write_bytes(b"PK\x03\x04 not really")
+    assert find_distributions(Target("archive", broken, str(broken))) == []
+
+
+def test_canonical_name():
+    assert canonical_name("Cupy_CUDA12x") == "cupy-cuda12x"
+    assert canonical_name("llama.cpp__python") == "llama-cpp-python"
