@@ -10,7 +10,6 @@ Invalid data raises cuda4amd.rules.RulesError naming the file and the problem.
 from __future__ import annotations
 
 import fnmatch
-import functools
 import os
 import re
 from dataclasses import dataclass, field
@@ -290,16 +289,10 @@ def _choice(path: Path, where: str, key: str, value: Any, allowed: Sequence[str]
 # queries
 # ---------------------------------------------------------------------------
 
-@functools.lru_cache(maxsize=1)
-def _shipped() -> tuple[Framework, ...]:
-    return load_frameworks()
-
-
-def framework_for(distribution_name: str, frameworks: Iterable[Framework] | None = None) -> Framework | None:
+def framework_for(distribution_name: str, frameworks: Iterable[Framework]) -> Framework | None:
     """The framework a distribution belongs to ("Torch", "cupy_cuda12x", …),
-    comparing PEP 503 normalised names; None if no framework file claims it.
-    Without `frameworks`, the shipped ones (loaded once per process)."""
-    for fw in _shipped() if frameworks is None else frameworks:
+    comparing PEP 503 normalised names; None if no framework file claims it."""
+    for fw in frameworks:
         if fw.matches(distribution_name):
             return fw
     return None

@@ -6,8 +6,12 @@ compared field by field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Literal
+
+if TYPE_CHECKING:
+    from .byname import NameReference
+    from .fatbin import KernelReport
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]
@@ -73,4 +77,5 @@ class ScannedBinary:
     info: BinaryInfo
     size: int = 0
     distribution: str | None = None
-    extra: dict = field(default_factory=dict)
+    kernels: KernelReport | None = None  # fat binary contents, when it has any
+    by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time

@@ -18,10 +18,12 @@ import networkx as nx
 
 from . import discover as discovery
 from .classify import classify_edges
+from .distributions import Distribution, find_distributions, owner_map
 from .graph import build_graph
 from .model import FileError, ScannedBinary
 from .readers import MalformedBinary, read_bytes, read_path
 from .rules import RuleSet, ZludaRelease, load_rules
+from .packages import PackageVerdict, package_verdicts
 from .verdict import BinaryVerdict, decide, overall
 
 # Archive members up to this size are read from memory; larger ones are
@@ -48,6 +50,7 @@ class ScanResult:
     verdict: str
     graph: nx.DiGraph
     files_seen: int
+    packages: list[PackageVerdict] = field(default_factory=list)
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -82,9 +85,15 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
+    distributions = find_distributions(target)
+    if distributions:
+        owners = owner_map(distributions)
+        for binary in binaries:
+            binary.distribution = owners.owner_of(binary.path)
     graph, edges = build_graph(binaries, found.aliases, rules, options.search_paths, target.path if target.kind != "archive" else None)
     dependencies = classify_edges({b.path: b for b in binaries}, edges, rules, release)
     verdicts = decide(binaries, dependencies, rules, release, found.aliases)
+    packages = _packages(verdicts, distributions, options, rules)
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -96,8 +105,23 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         verdict=overall(verdicts),
         graph=graph,
         files_seen=found.files_seen,
+        packages=packages,
         timings=timings,
     )
+
+
+def _packages(verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet) -> list[PackageVerdict]:
+    if not distributions:
+        return []
+    from .frameworks import load_frameworks
+
+    # a user's rules folders come first, so their framework files win
+    frameworks: tuple = ()
+    for folder in options.rule_dirs:
+        if (folder / "frameworks").is_dir():
+            frameworks += load_frameworks(folder, rules=rules)
+    frameworks += load_frameworks(rules=rules)
+    return package_verdicts(verdicts, distributions, frameworks)
 
 
 def read_all(

@@ -96,15 +96,6 @@ def test_framework_for_normalises_names(frameworks):
     assert framework_for("torchvision", frameworks) is None
 
 
-def test_framework_for_without_a_list_uses_the_shipped_frameworks():
-    assert framework_for("Torch").id == "torch"
-    assert framework_for("not-a-framework") is None
-
-
-# ---------------------------------------------------------------------------
-# advice
-# ---------------------------------------------------------------------------
-
 def test_torch_advice_for_blocked_dnn_blaslt_and_sass_only(frameworks):
     lines = advice_for(fw(frameworks, "torch"), {"dnn", "blaslt"}, "sass-only")
     assert "set DISABLE_ADDMM_CUDA_LT=1 so PyTorch avoids cuBLASLt" in lines

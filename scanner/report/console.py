@@ -42,7 +42,13 @@ def _print(console: Console, doc: dict, verbose: bool) -> None:
     )
     console.print(Text(doc["basis"], style="dim italic"))
 
+    packages = [p for p in doc.get("packages", []) if p["verdict"] != "no-cuda"]
+    if packages:
+        _print_packages(console, packages, verbose)
     cuda = [b for b in doc["binaries"] if b["verdict"] != "no-cuda"]
+    if packages and not verbose:
+        # the packages lead; of their files, only the ones that are not ready follow
+        cuda = [b for b in cuda if b["verdict"] != "ready" or not b.get("distribution")]
     if cuda:
         table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose)
         table.add_column("binary", overflow="fold")
@@ -60,6 +66,23 @@ def _print(console: Console, doc: dict, verbose: bool) -> None:
         console.print(f"{len(doc['errors'])} file(s) could not be read:", style="bold")
         for error in doc["errors"]:
             console.print(f"  {escape(error['path'])}: {escape(error['message'])}")
+
+
+def _print_packages(console: Console, packages: list[dict], verbose: bool) -> None:
+    table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose, title="packages", title_justify="left")
+    table.add_column("package", overflow="fold")
+    table.add_column("verdict")
+    table.add_column("why", overflow="fold")
+    order = {"blocked": 0, "partial": 1, "ready": 2}
+    for package in sorted(packages, key=lambda p: (order[p["verdict"]], p["name"].lower())):
+        reasons = package["reasons"] if verbose else package["reasons"][:1]
+        why = Text("\n").join([Text(r) for r in reasons] + [Text(f"→ {a}", style="cyan") for a in package["advice"]])
+        table.add_row(
+            escape(f"{package['name']} {package['version']}"),
+            Text(package["verdict"], style=STYLE[package["verdict"]]),
+            why,
+        )
+    console.print(table)
 
 
 def _details(binary: dict) -> list[Text]:

@@ -30,6 +30,7 @@ def build(result) -> dict:
             **{state.replace("-", "_"): n for state, n in counts.items()},
             "errors": len(result.errors),
         },
+        "packages": [_package(p) for p in result.packages],
         "binaries": binaries,
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
     }
@@ -44,6 +45,7 @@ def _binary(verdict) -> dict:
         "machine": info.machine,
         "kind": info.kind,
         "size": binary.size,
+        "distribution": binary.distribution,
         "verdict": verdict.verdict,
         "reasons": verdict.reasons,
         "notes": verdict.notes,
@@ -53,6 +55,18 @@ def _binary(verdict) -> dict:
         "dependencies": [_dependency(d) for d in verdict.dependencies if d.edge.how != "system"],
     }
     return entry
+
+
+def _package(package) -> dict:
+    return {
+        "name": package.name,
+        "version": package.version,
+        "verdict": package.verdict,
+        "framework": package.framework,
+        "reasons": package.reasons,
+        "advice": package.advice,
+        "binaries": package.binaries,
+    }
 
 
 def _dependency(dep) -> dict:
