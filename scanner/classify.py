@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 
-from .graph import Edge
+from .graph import Edge, platform_of
 from .model import ScannedBinary
 from .rules import RuleSet, ZludaRelease
 
@@ -63,8 +63,51 @@ def identify(name: str, platform: str, rules: RuleSet, release: ZludaRelease) ->
     return Identity(family.id, family.name, family.default_route, "family-default", None, None, family.advice)
 
 
+def binary_identities(
+    binaries: list[ScannedBinary], aliases: dict[str, str], rules: RuleSet, release: ZludaRelease
+) -> dict[str, Identity]:
+    """What each binary itself is: an NVIDIA library (by its name or a link's
+    name: libcublas.so.12 -> libcublas.so.12.9.1.3 is cuBLAS), or not CUDA."""
+    names: dict[str, list[str]] = {b.path: [b.path] for b in binaries}
+    for alias, real in sorted(aliases.items()):
+        if real in names:
+            names[real].append(alias)
+    identities = {}
+    for binary in binaries:
+        platform = platform_of(binary)
+        found = [identify(posixpath.basename(path), platform, rules, release) for path in names[binary.path]]
+        known = [i for i in found if i.family not in (None, "unknown")]
+        identities[binary.path] = known[0] if known else found[0]
+    return identities
+
+
+def in_tree_identities(
+    binaries: dict[str, ScannedBinary], identities: dict[str, Identity]
+) -> dict[str, Identity]:
+    """NVIDIA libraries ZLUDA does not replace, judged by their own kernels.
+
+    DESIGN §3: such a library runs on ZLUDA's driver only where its kernels
+    carry PTX. When it is in the scanned tree and its fat binaries were read,
+    that decides its route instead of the family default.
+    """
+    decided = {}
+    for path, identity in identities.items():
+        kernels = binaries[path].kernels
+        if identity.basis != "family-default" or kernels is None:
+            continue
+        if kernels.state == "ptx-available":
+            decided[path] = replace(identity, route="passthrough", basis="in-tree")
+        elif kernels.state == "sass-only":
+            decided[path] = replace(identity, route="blocked", basis="in-tree")
+    return decided
+
+
 def classify_edges(
-    binaries: dict[str, ScannedBinary], edges: list[Edge], rules: RuleSet, release: ZludaRelease
+    binaries: dict[str, ScannedBinary],
+    edges: list[Edge],
+    rules: RuleSet,
+    release: ZludaRelease,
+    in_tree: dict[str, Identity] | None = None,
 ) -> list[Dependency]:
     cache: dict[tuple[str, str], Identity] = {}
     result = []
@@ -76,6 +119,8 @@ def classify_edges(
         identity = cache.get(key)
         if identity is None:
             identity = cache[key] = identify(edge.name, edge.platform, rules, release)
+        if in_tree and edge.in_tree and edge.resolved in in_tree:
+            identity = in_tree[edge.resolved]
         symbols = _symbol_states(binaries[edge.source], edge, identity, rules, release)
         result.append(Dependency(edge, identity, symbols))
     return result

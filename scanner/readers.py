@@ -14,7 +14,8 @@ from __future__ import annotations
 import mmap
 import os
 import struct
-from typing import BinaryIO
+from contextlib import contextmanager
+from typing import BinaryIO, Iterator
 
 from .binview import BinView, MalformedBinary
 from .model import BinaryInfo
@@ -134,17 +135,14 @@ def read_bytes(data: bytes, engine: str = "fast") -> BinaryInfo:
     return _guard(_read_view, data)
 
 
-def read_path(path: str | os.PathLike, engine: str = "fast") -> BinaryInfo:
-    """Read the binary at ``path`` (mmap'd for the fast engine: only the needed pages are touched)."""
-    _check_engine(engine)
-    if engine == "lief":
-        from .lief_reader import read_lief
-
-        return _guard(read_lief, os.fspath(path))
+@contextmanager
+def mapped(path: str | os.PathLike) -> Iterator[bytes | mmap.mmap]:
+    """The file's bytes as a read-only map, so that only the pages touched are read."""
     with open(path, "rb") as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
-            raise MalformedBinary(EMPTY)
+            yield b""
+            return
         try:
             mm = mmap.mmap(f.fileno(), 0, access=mmap.ACCESS_READ)
         except (ValueError, OSError) as exc:
@@ -152,8 +150,28 @@ def read_path(path: str | os.PathLike, engine: str = "fast") -> BinaryInfo:
             # read small ones, refuse to load big ones into memory.
             if size > 64 * 1024 * 1024:
                 raise OSError(f"cannot memory-map {os.fspath(path)!r}: {exc}") from exc
-            return _guard(_read_view, f.read())
+            yield f.read()
+            return
     try:
-        return _guard(_read_view, mm)
+        yield mm
     finally:
         mm.close()
+
+
+def read_buffer(buf: bytes | mmap.mmap, engine: str = "fast", path: str | os.PathLike | None = None) -> BinaryInfo:
+    """Read a binary from a buffer (lief reads `path` instead when it is given)."""
+    _check_engine(engine)
+    if engine == "lief":
+        from .lief_reader import read_lief
+
+        return _guard(read_lief, os.fspath(path) if path is not None else bytes(buf))
+    return _guard(_read_view, buf)
+
+
+def read_path(path: str | os.PathLike, engine: str = "fast") -> BinaryInfo:
+    """Read the binary at ``path`` (mmap'd for the fast engine: only the needed pages are touched)."""
+    _check_engine(engine)
+    if engine == "lief":
+        return read_buffer(b"", engine, path)
+    with mapped(path) as buf:
+        return read_buffer(buf, engine)

@@ -10,6 +10,7 @@ import shutil
 import tempfile
 import time
 import zipfile
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Sequence
@@ -17,11 +18,12 @@ from typing import Callable, Sequence
 import networkx as nx
 
 from . import discover as discovery
-from .classify import classify_edges
+from .classify import binary_identities, classify_edges, in_tree_identities
 from .distributions import Distribution, find_distributions, owner_map
 from .graph import build_graph
 from .model import FileError, ScannedBinary
-from .readers import MalformedBinary, read_bytes, read_path
+from .payload import PayloadInspector
+from .readers import MalformedBinary, mapped, read_buffer
 from .rules import RuleSet, ZludaRelease, load_rules
 from .packages import PackageVerdict, package_verdicts
 from .verdict import BinaryVerdict, decide, overall
@@ -81,7 +83,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.reading(len(found.binaries))
-    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance)
+    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -91,8 +93,12 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
     graph, edges = build_graph(binaries, found.aliases, rules, options.search_paths, target.path if target.kind != "archive" else None)
-    dependencies = classify_edges({b.path: b for b in binaries}, edges, rules, release)
-    verdicts = decide(binaries, dependencies, rules, release, found.aliases)
+    by_path = {b.path: b for b in binaries}
+    identities = binary_identities(binaries, found.aliases, rules, release)
+    judged_in_tree = in_tree_identities(by_path, identities)
+    identities.update(judged_in_tree)
+    dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
+    verdicts = decide(binaries, dependencies, identities)
     packages = _packages(verdicts, distributions, options, rules)
     timings["analyse"] = time.perf_counter() - clock
 
@@ -129,17 +135,22 @@ def read_all(
     found: Sequence[discovery.FoundBinary],
     engine: str,
     advance: Callable[[], None] = lambda: None,
+    inspector: PayloadInspector | None = None,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
+    """Read every binary; with an inspector, also its kernels and by-name loads."""
     binaries: list[ScannedBinary] = []
     errors: list[FileError] = []
     archive = zipfile.ZipFile(target.path) if target.kind == "archive" else None
     try:
         for item in found:
             try:
-                if item.member is not None and archive is not None:
-                    info = _read_member(archive, item, engine)
-                else:
-                    info = read_path(item.disk_path, engine=engine)
+                with _buffer(archive, item) as (buf, path):
+                    info = read_buffer(buf, engine, path if engine == "lief" else None)
+                    binary = ScannedBinary(item.path, info, item.size)
+                    if inspector is not None:
+                        payload = inspector.inspect(item.path, buf, info)
+                        binary.kernels, binary.by_name = payload.kernels, payload.by_name
+                        errors.extend(payload.errors)
             except MalformedBinary as exc:
                 errors.append(FileError(item.path, "read", str(exc)))
             except FileNotFoundError:
@@ -149,7 +160,7 @@ def read_all(
             except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
                 errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
             else:
-                binaries.append(ScannedBinary(item.path, info, item.size))
+                binaries.append(binary)
             advance()
     finally:
         if archive is not None:
@@ -157,13 +168,25 @@ def read_all(
     return binaries, errors
 
 
-def _read_member(archive: zipfile.ZipFile, item: discovery.FoundBinary, engine: str):
+@contextmanager
+def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
+    """(buffer, path on disk) of a binary: a file's map, or an archive member's bytes.
+
+    Members up to IN_MEMORY_MEMBER_LIMIT are read into memory; larger ones are
+    spooled to a temporary file and mapped, so memory stays flat.
+    """
+    if item.member is None or archive is None:
+        with mapped(item.disk_path) as buf:
+            yield buf, item.disk_path
+        return
     if item.size <= IN_MEMORY_MEMBER_LIMIT:
-        return read_bytes(archive.read(item.member), engine=engine)
+        yield archive.read(item.member), None
+        return
     handle, spool = tempfile.mkstemp(prefix="cuda4amd-", suffix=".bin")
     try:
         with os.fdopen(handle, "wb") as out, archive.open(item.member) as member:
             shutil.copyfileobj(member, out, 1024 * 1024)
-        return read_path(spool, engine=engine)
+        with mapped(spool) as buf:
+            yield buf, spool
     finally:
         os.unlink(spool)

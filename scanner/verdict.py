@@ -6,15 +6,13 @@ statically, and delay/by-name loads pass on at most `degraded`.
 """
 from __future__ import annotations
 
-import posixpath
 from dataclasses import dataclass, field
 
-from .classify import Dependency, Identity, identify
-from .graph import platform_of
+from .classify import Dependency, Identity
 from .model import ScannedBinary
-from .rules import RuleSet, ZludaRelease
 
 RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
+LOADED = {"static": "imported", "delay": "delay-loaded", "by-name": "loaded by name"}
 LIST_AT_MOST = 5
 
 
@@ -45,30 +43,16 @@ class BinaryVerdict:
 def decide(
     binaries: list[ScannedBinary],
     dependencies: list[Dependency],
-    rules: RuleSet,
-    release: ZludaRelease,
-    aliases: dict[str, str] | None = None,
+    identities: dict[str, Identity],
 ) -> list[BinaryVerdict]:
     by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
     for dep in dependencies:
         by_source[dep.edge.source].append(dep)
-    names: dict[str, list[str]] = {b.path: [b.path] for b in binaries}
-    for alias, real in sorted((aliases or {}).items()):
-        if real in names:
-            names[real].append(alias)
-    results = {b.path: BinaryVerdict(b, _identity(names[b.path], b, rules, release), by_source[b.path]) for b in binaries}
+    results = {b.path: BinaryVerdict(b, identities[b.path], by_source[b.path]) for b in binaries}
     for result in results.values():
         _judge_own(result)
     _propagate(results)
     return [results[b.path] for b in binaries]
-
-
-def _identity(paths: list[str], binary: ScannedBinary, rules: RuleSet, release: ZludaRelease) -> Identity:
-    """What the binary is, by its own name or, failing that, a link's name
-    (libcublas.so.12 -> libcublas.so.12.9.1.3 is cuBLAS by its soname)."""
-    found = [identify(posixpath.basename(path), platform_of(binary), rules, release) for path in paths]
-    known = [i for i in found if i.family not in (None, "unknown")]
-    return known[0] if known else found[0]
 
 
 def overall(verdicts: list[BinaryVerdict]) -> str:
@@ -91,12 +75,13 @@ def _judge_own(result: BinaryVerdict) -> None:
         if me.route == "stub":
             result.worsen("degraded", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, but every function of it returns NOT_SUPPORTED")
             return
-        if me.route == "blocked":
-            result.worsen("blocked", f"NVIDIA {me.family_name} library that ZLUDA does not replace (decided by the family default; its kernels were not inspected)")
+        if me.route == "blocked" and me.basis == "family-default":
+            result.worsen("blocked", f"NVIDIA {me.family_name} library that ZLUDA does not replace (decided by the family default: it carries no fat binary to judge it by)")
         elif me.route == "unknown":
             result.worsen("degraded", "looks like an NVIDIA CUDA library that cuda4amd has no rule for")
-        else:
+        elif me.basis != "in-tree":
             result.worsen("ready", f"NVIDIA {me.family_name} library: runs unchanged on ZLUDA's driver")
+    _judge_kernels(result)
     bind_now = result.binary.info.bind_now
     for dep in result.dependencies:
         if not dep.is_cuda:
@@ -104,6 +89,22 @@ def _judge_own(result: BinaryVerdict) -> None:
                 result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system library")
             continue
         _judge_dependency(result, dep, bind_now)
+
+
+def _judge_kernels(result: BinaryVerdict) -> None:
+    kernels = result.binary.kernels
+    if kernels is None:
+        return
+    me = result.identity
+    owner = f"NVIDIA {me.family_name} library that ZLUDA does not replace: " if me.family else ""
+    if kernels.state == "sass-only":
+        carried = [f"SASS for {_names(kernels.sass_archs)}"] if kernels.sass_archs else []
+        carried += [f"LTO-IR for {_names(kernels.lto_ir_archs)}"] if kernels.lto_ir_archs else []
+        result.worsen("blocked", f"{owner}its GPU kernels carry no PTX ({'; '.join(carried)}); ZLUDA runs only PTX")
+    elif kernels.state == "relocatable-ptx-only":
+        result.worsen("degraded", f"{owner}its PTX exists only as relocatable device code (-rdc); whether ZLUDA can link it at load time is not known")
+    else:
+        result.worsen("ready", f"{owner}its kernels carry PTX, so it can run on ZLUDA's driver" if owner else None)
 
 
 def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) -> None:
@@ -119,7 +120,7 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
             if eager:
                 result.worsen("blocked", f"{name}: {len(missing)} imported function(s) not exported by ZLUDA's {ident.replacement} ({listed}); the loader refuses this binary")
             else:
-                result.worsen("degraded", f"{name} ({load}): {len(missing)} function(s) not exported by ZLUDA's {ident.replacement} ({listed}); calling them fails")
+                result.worsen("degraded", f"{name} ({LOADED[load]}): {len(missing)} function(s) not exported by ZLUDA's {ident.replacement} ({listed}); calling them fails")
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call returns NOT_SUPPORTED")
         elif stubs:
@@ -127,11 +128,14 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if edge.ordinals:
             result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
     elif ident.route == "blocked":
-        advice = ident.advice or f"{family} has no route through ZLUDA"
+        if ident.basis == "in-tree":
+            advice = f"NVIDIA's {family} here ({edge.resolved}) has SASS-only kernels, and ZLUDA runs only PTX"
+        else:
+            advice = ident.advice or f"{family} has no route through ZLUDA"
         if load == "static":
             result.worsen("blocked", f"{name}: {advice}")
         else:
-            result.worsen("degraded", f"{name} ({load}-loaded): the binary loads, but what uses it fails; {advice}")
+            result.worsen("degraded", f"{name} ({LOADED[load]}): the binary loads, but what uses it fails; {advice}")
     elif ident.route == "unknown":
         result.worsen("degraded", f"{name}: an NVIDIA library cuda4amd has no rule for")
     else:  # passthrough

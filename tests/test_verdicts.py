@@ -162,7 +162,7 @@ def test_elf_runpath_origin_and_versioned_symbols(elf):
         "missing": ["cublasSgemm"],
     }
     # lazy binding: the missing function fails when called, the library still loads
-    assert binaries["libuser_blas.so"]["reasons"][0].startswith("libcublas.so.12 (static): 1 function(s) not exported")
+    assert binaries["libuser_blas.so"]["reasons"][0].startswith("libcublas.so.12 (imported): 1 function(s) not exported")
     nvidia = binaries["libcublas.so.12"]
     assert nvidia["nvidia_library"] == {"family": "blas", "route": "redirect", "basis": "zluda-release", "replacement": "libcublas.so.12"}
 
@@ -196,3 +196,44 @@ def test_demo_application(scan):
     tool = by_path(demo)["tool.exe"]
     assert dependency(tool, "render.dll")["how"] == "same-folder"
     assert tool["reasons"] == ["loads render.dll (static), which is degraded: cublas64_12.dll: 1 imported function(s) are ZLUDA stubs that return NOT_SUPPORTED (cublasDgemm_v2)"]
+
+
+def test_kernel_verdicts(scan):
+    report = scan(FIXTURES / "kernels")
+    binaries = by_path(report)
+    verdicts = {path: b["verdict"] for path, b in binaries.items() if not path.startswith("corrupt/")}
+    assert verdicts == {
+        "elf/app_scale": "ready",
+        "elf/axpy_lto.o": "blocked",
+        "elf/libaxpy_family.so": "ready",
+        "elf/libaxpy_lz4_all.so": "ready",
+        "elf/libaxpy_mixed.so": "ready",
+        "elf/libaxpy_nocompress.so": "ready",
+        "elf/libaxpy_ptx86.so": "ready",
+        "elf/libaxpy_rdc.so": "degraded",
+        "elf/libaxpy_sass86.so": "blocked",
+        "elf/libaxpy_zstd_all.so": "ready",
+        "pe/axpy_fatb.dll": "ready",
+        "pe/axpy_rdata.dll": "ready",
+        "pe/axpy_rel.dll": "degraded",
+    }
+    assert binaries["elf/libaxpy_sass86.so"]["reasons"][0] == "its GPU kernels carry no PTX (SASS for sm_86); ZLUDA runs only PTX"
+    assert binaries["elf/libaxpy_mixed.so"]["kernels"] == {
+        "state": "ptx-available",
+        "sass": ["sm_86", "sm_90a"],
+        "ptx": [{"arch": "sm_90", "isa": "9.0"}],
+        "relocatable_ptx": [],
+        "lto_ir": [],
+        "containers": 2,
+        "sections": [".nv_fatbin"],
+        "compressed": True,
+    }
+    assert binaries["pe/axpy_rel.dll"]["kernels"]["state"] == "relocatable-ptx-only"
+    # a corrupt fat binary is one per-file error; the binary's imports still count
+    errors = {e["path"]: e["stage"] for e in report["errors"]}
+    assert errors == {
+        "corrupt/axpy_fatb_cut.dll": "kernels",
+        "corrupt/libaxpy_mixed_cut.so": "kernels",
+        "corrupt/libaxpy_sass86_oversize.so": "kernels",
+    }
+    assert "corrupt/libaxpy_mixed_cut.so" in binaries

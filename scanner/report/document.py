@@ -7,6 +7,9 @@ compatible.
 from __future__ import annotations
 
 from .. import __version__
+from ..fatbin import KernelReport
+
+NO_KERNELS = KernelReport()
 
 SCHEMA = "cuda4amd.scan/1"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
@@ -49,6 +52,7 @@ def _binary(verdict) -> dict:
         "verdict": verdict.verdict,
         "reasons": verdict.reasons,
         "notes": verdict.notes,
+        "kernels": (binary.kernels or NO_KERNELS).to_dict(),
         "nvidia_library": None
         if me.family is None
         else {"family": me.family, "route": me.route, "basis": me.basis, "replacement": me.replacement},

@@ -1,0 +1,716 @@
+"""CUDA libraries a binary loads *by name* (LoadLibrary / dlopen / ctypes).
+
+Most CUDA software does not import its CUDA libraries: the CUDA runtime
+loads ``nvcuda.dll`` by name, frameworks load cuDNN, cuBLAS and NVRTC with
+LoadLibrary/dlopen/ctypes. Their names are strings in the binary's data::
+
+    refs = find_library_names(buf, info, rules)   # buf: the mmap/bytes read_path read
+    # (NameReference(name='cudnn64_9.dll', encoding='ascii', template=False), ...)
+
+Where the names are looked for
+------------------------------
+* Only data sections: PE ``.rdata``/``.data``; ELF ``.rodata``/``.data``/
+  ``.data.rel.ro`` (and the large-model ``.lrodata``/``.ldata``). Never code
+  (``.text``), never fat binary sections. NVIDIA's libraries embed fat
+  binaries in ``.data``/``.rdata`` too (cufft64_11.dll: 256 of its 268 MB of
+  ``.data``); those containers (magic ``0xBA55ED50``, 16-byte header,
+  validated) are jumped over without being read, so only the bytes around
+  them are touched.
+* ASCII and UTF-16LE strings ending in ``.dll`` (any case) or
+  ``.so[.N...]``; the name is the run of file-name characters before that
+  suffix (a path's directory part is left off). A name counts when the rules
+  classify it as CUDA on the binary's platform (PE -> "windows", ELF ->
+  "linux"): ``family_for`` or ``is_unknown_cuda``. So ``libnvrtc.so`` inside a
+  Windows DLL's error message is not reported.
+* Templates: a name with printf/format placeholders (``%d``, ``%s``, ``%u``,
+  ``%02d``, ``%ld``, ``{}``, ``{0}``, ``{major}``, ``{:d}``) counts when some
+  substitution of small version numbers (0-13, 100-102, 110-112, 120, 130;
+  plus cuDNN sub-library words for ``%s``/``{}``) classifies as CUDA; the
+  reported name is the template, ``template=True``.
+* PE only: the DLL-name strings of the binary's own import, delay-import and
+  export directories (MSVC merges them into ``.rdata``) are not by-name loads
+  and are skipped *by file offset*; the same name elsewhere in the data
+  (e.g. a LoadLibrary argument) is still reported.
+* Bare stems (``ctypes.util.find_library("cudnn")``, ``LoadLibrary("nvcuda")``
+  without extension) are NOT reported: words like ``cublas``/``cudnn`` are
+  everywhere in CUDA software (symbol prefixes, module names, messages), so
+  there is no cheap, precise way to tell a stem passed to a loader.
+
+Cython's compressed string table
+--------------------------------
+Cython 3.1 keeps plain C strings. Cython 3.2 and later concatenate every
+Python string constant of a module (no separators; lengths in a separate
+index) into one blob and compress it when that saves bytes; the blob is a C
+string literal in ``.rdata``/``.rodata`` and is inflated at import time:
+
+* Cython 3.2.x: zlib (level 9, header ``78 DA``) by default
+  (``CYTHON_COMPRESS_STRINGS=1``); bz2 (``BZh9``) with ``=2``; zstd with ``=3``
+  (Python >= 3.14 only). Helper ``__Pyx_DecompressString`` carries the message
+  "... cannot initialise module strings ...".
+* Cython 3.3.x: its own headerless LZSS by default (``=90``; message "LZSS
+  string data decompression failed"); zlib/bz2/zstd only if they are smaller
+  *and* the builder sets the macro.
+
+Only binaries that contain one of those two messages (in ``.rdata``/
+``.rodata``) are searched. zlib/bz2 blobs are found by their header, inflated
+with a 16 MB output cap and accepted only if the stream ends cleanly (checksum
+verified) right before the literal's NUL terminator (or the section end).
+An LZSS blob has no header (and no lengths: those are immediates in the
+code): candidates are positions right after a NUL or on a 16-byte boundary
+whose first flag byte announces three literals (a back-reference needs 3
+bytes of history), decoded under the format's rules (every back-reference
+must point into the output so far), and accepted when the first 64 output
+bytes are (mostly) text and the output contains a Cython boilerplate name
+(``cline_in_traceback``, ``__main__`` or ``__name__``). Checked against
+zlib-built twins of the same modules: the LZSS output starts with exactly the
+zlib table. LZSS has no end marker: decoding stops at an
+invalid back-reference, 8 NUL bytes, the section end or the cap, so a few
+bytes after the table may be decoded too (harmless: they are copies of the
+table or of the plain strings that follow, which the plain scan sees anyway).
+zstd is not decoded (Python < 3.14 has no zstd and Cython emits it only on
+request). Names in the decompressed table are reported with encoding
+"cython-zlib", "cython-bz2" or "cython-lzss"; as the strings are glued
+together (``...driver.pyxlibcuda.so.1nvcuda.dll...`` in cupy), every start
+position inside a run is tried (Linux: where "lib" starts; Windows: at a
+letter) and every cut of a ``.so`` version tail; a name a family knows wins
+over an unknown-CUDA one, then the longest.
+
+Errors: a corrupt compressed blob is skipped silently (it is not a Cython
+table, or not one we can read). Hostile files are bounded per binary
+(:data:`MAX_HITS` suffix hits, :data:`MAX_ATTEMPTS` candidate blobs,
+:data:`MAX_INFLATED_TOTAL` decompressed bytes, 16 MB per blob); going over
+raises :class:`~cuda4amd.binview.MalformedBinary`. Anything unexpected also
+surfaces as MalformedBinary, never another exception type.
+
+Memory: the buffer is searched in place (regex/find over the mmap, slices of
+at most a few hundred bytes around each hit); Python allocations stay
+around 0.1 MB plus one decompressed table.
+"""
+from __future__ import annotations
+
+import bz2
+import itertools
+import re
+import struct
+import zlib
+from dataclasses import dataclass
+from typing import Iterator
+
+from .binview import BinView, MalformedBinary
+from .model import BinaryInfo
+
+__all__ = [
+    "ENCODINGS",
+    "NameReference",
+    "expand_template",
+    "find_library_names",
+    "platform_of_info",
+]
+
+#: Values of NameReference.encoding.
+ENCODINGS = ("ascii", "utf-16le", "cython-zlib", "cython-bz2", "cython-lzss")
+
+#: Sections searched, per format.
+PE_SECTIONS = frozenset({".rdata", ".data"})
+ELF_SECTIONS = frozenset({".rodata", ".data", ".data.rel.ro", ".lrodata", ".ldata"})
+#: Sections that can hold Cython's compressed string literal (and its markers).
+PE_CONST_SECTIONS = frozenset({".rdata"})
+ELF_CONST_SECTIONS = frozenset({".rodata", ".lrodata"})
+
+#: Longest file name considered (characters before the suffix).
+MAX_NAME = 128
+#: '.dll'/'.so' occurrences examined per binary at most (real binaries have
+#: hundreds; a file made of ".so.so.so" would otherwise cost minutes).
+MAX_HITS = 200_000
+#: Decompressed output cap per Cython blob.
+MAX_INFLATE = 16 * 1024 * 1024
+#: Per binary: decompression attempts (candidate blob starts) and total
+#: decompressed bytes (a real module has one table of some KB).
+MAX_ATTEMPTS = 100_000
+MAX_INFLATED_TOTAL = 64 * 1024 * 1024
+#: Bytes between two fat binary containers worth searching (less is padding).
+MIN_GAP = 16
+#: Fat binary container magic (little-endian 0xBA55ED50).
+FATBIN_MAGIC = b"\x50\xed\x55\xba"
+
+ZLIB_MARKER = b"cannot initialise module strings"  # Cython >= 3.2, __Pyx_DecompressString
+LZSS_MARKER = b"LZSS string data decompression failed"  # Cython >= 3.3
+ZLIB_HEADER = b"\x78\xda"  # deflate, 32K window, level 9 (what Cython writes)
+BZ2_HEADER = b"BZh9"
+BZ2_BLOCK = b"1AY&SY"
+CYTHON_BOILERPLATE = (b"cline_in_traceback", b"__main__", b"__name__")
+
+
+@dataclass(frozen=True, order=True)
+class NameReference:
+    """A CUDA library name found in a binary's data.
+
+    ``name`` is the name as found (a template keeps its placeholders),
+    ``encoding`` one of :data:`ENCODINGS`, ``template`` whether ``name``
+    contains format placeholders.
+    """
+
+    name: str
+    encoding: str
+    template: bool = False
+
+
+def platform_of_info(info: BinaryInfo) -> str:
+    """The rules platform of a binary: "windows" for PE, "linux" for ELF."""
+    return "windows" if info.format == "PE" else "linux"
+
+
+# ---------------------------------------------------------------------------
+# name syntax
+# ---------------------------------------------------------------------------
+
+_TEMPLATE_SRC = (
+    r"%[-+ #0]*[0-9]*(?:\.[0-9]+)?(?:hh|h|ll|l|z|j|t|I64|I32)?[diuxXs]"
+    r"|\{[A-Za-z0-9_]*(?::[^{}\s]{0,10})?\}"
+)
+TEMPLATE = re.compile(_TEMPLATE_SRC, re.ASCII)
+#: The run of file-name characters (and placeholders) that ends a window.
+_STEM_END = re.compile(r"(?:" + _TEMPLATE_SRC + r"|[A-Za-z0-9_+\-.])+\Z", re.ASCII)
+#: Version tail after ".so": .12, .9.1.0, .%d, .{}
+_SO_TAIL = re.compile(r"(?:\.(?:[0-9]+|" + _TEMPLATE_SRC + r"))*", re.ASCII)
+_WORD_CHAR = re.compile(r"[A-Za-z0-9_]", re.ASCII)
+_LEAD_TEMPLATES = re.compile(r"(?:" + _TEMPLATE_SRC + r")+", re.ASCII)
+
+#: One pass over the data finds both encodings' suffixes.
+_HIT = re.compile(
+    rb"\.(?:[dD][lL][lL]|so)"
+    rb"|\.\x00(?:[dD]\x00[lL]\x00[lL]|s\x00o)\x00"
+)
+_HIT_ASCII = re.compile(rb"\.(?:[dD][lL][lL]|so)")
+
+_NUMBERS = tuple(str(n) for n in (*range(14), 100, 101, 102, 110, 111, 112, 120, 130))
+_FEW_NUMBERS = ("0", "1", "2", "9", "10", "11", "12", "13", "100", "110", "120", "130")
+_WORDS = ("ops", "cnn", "adv", "graph", "heuristic", "engines_precompiled",
+          "engines_runtime_compiled", "ops_infer", "ops_train", "cnn_infer", "adv_infer")
+#: Combinations tried per template at most.
+MAX_COMBOS = 5000
+
+
+class _Classifier:
+    """Memoised "is this a CUDA library name?" for one platform.
+
+    Returns 2 for a family match, 1 for an unknown-CUDA match, 0 otherwise.
+    """
+
+    def __init__(self, rules, platform: str) -> None:
+        self.rules = rules
+        self.platform = platform
+        self.cache: dict[str, int] = {}
+
+    def plain(self, name: str) -> int:
+        level = self.cache.get(name)
+        if level is None:
+            if self.rules.family_for(name, self.platform) is not None:
+                level = 2
+            elif self.rules.is_unknown_cuda(name, self.platform):
+                level = 1
+            else:
+                level = 0
+            self.cache[name] = level
+        return level
+
+    def __call__(self, name: str) -> int:
+        level = self.cache.get(name)
+        if level is not None:
+            return level
+        if not TEMPLATE.search(name):
+            return self.plain(name)
+        best = 0
+        for filled in _fillings(name):
+            best = max(best, self.plain(filled))
+            if best == 2:
+                break
+        self.cache[name] = best
+        return best
+
+
+def _fillings(name: str) -> Iterator[str]:
+    """``name`` with its placeholders replaced by plausible values (at most
+    MAX_COMBOS combinations)."""
+    pieces = TEMPLATE.split(name)
+    holes = TEMPLATE.findall(name)
+    choices = []
+    for hole in holes:
+        wordy = hole.endswith("s") or hole.startswith("{")
+        nums = _NUMBERS if len(holes) <= 2 else _FEW_NUMBERS
+        choices.append((*nums, *_WORDS) if wordy else nums)
+    for n, combo in enumerate(itertools.product(*choices)):
+        if n >= MAX_COMBOS:
+            return
+        yield pieces[0] + "".join(v + p for v, p in zip(combo, pieces[1:]))
+
+
+def expand_template(name: str, rules, platform: str, unknown: bool = False) -> tuple[str, ...]:
+    """The concrete CUDA library names a reported name may stand for, sorted.
+
+    For a template: every substitution (values as in the module docstring)
+    that a rules family claims, e.g. ``nvrtc64_%d_0.dll`` -> nvrtc64_100_0.dll
+    ... nvrtc64_130_0.dll; with ``unknown=True`` also those only the
+    unknown-CUDA patterns match (broad: nvrtc64_9_0.dll ...). For a plain
+    name: the name itself if it is CUDA (family, or unknown with ``unknown``).
+    """
+    classify = _Classifier(rules, platform)
+    floor = 1 if unknown else 2
+    if not TEMPLATE.search(name):
+        return (name,) if classify.plain(name) >= floor else ()
+    return tuple(sorted({f for f in _fillings(name) if classify.plain(f) >= floor}))
+
+
+def _names_in(before: str, suffix: str, after: str, classify: _Classifier,
+              glued: bool) -> tuple[str, int] | None:
+    """The CUDA library name that ends with ``suffix`` (".dll"/".so"), or None.
+
+    ``before``: the text just before the suffix; ``after``: the text after it.
+    Returns (name, number of characters of ``before`` it uses).
+
+    Plain strings (``glued`` False) are NUL/space separated: the name is the
+    whole run of file-name characters and must end there. In Cython's string
+    table the strings are concatenated, so every start inside the run and
+    every cut of a ``.so`` version tail is tried; a family match wins over an
+    unknown-CUDA one, then the longest name.
+    """
+    m = _STEM_END.search(before[-MAX_NAME:]) if before else None
+    if m is None:
+        return None
+    stem = m.group()
+    if suffix[1:].lower() == "so":
+        tail = _SO_TAIL.match(after).group()
+    else:
+        tail = ""
+    rest = after[len(tail):]
+    if not glued:
+        stem = stem.lstrip(".+-")
+        if not stem or _WORD_CHAR.match(rest[:1]) or rest[:1] in ("+", "-"):
+            return None
+        if rest[:1] == "." and _WORD_CHAR.match(rest[1:2]):
+            return None
+        name = stem + suffix + tail
+        if classify(name):
+            return name, len(stem)
+        # "%s\\cudnn64_9.dll" is cut at the backslash already; "%snvcuda.dll"
+        # (a directory with its separator) is not: drop leading placeholders.
+        lead = _LEAD_TEMPLATES.match(stem)
+        if lead and lead.end() < len(stem):
+            name = stem[lead.end():] + suffix + tail
+            if classify(name):
+                return name, len(stem) - lead.end()
+        return None
+    # glued: candidate tails, longest first; candidate starts, earliest first
+    tails = [tail[:k] for k in range(len(tail), -1, -1) if k == 0 or tail[k - 1] != "."]
+    # Linux library names start with "lib" (every Linux pattern of the rules
+    # does); Windows names with a letter.
+    if classify.platform == "linux":
+        starts = [i for i in range(len(stem)) if stem.startswith("lib", i)]
+    else:
+        starts = [i for i in range(len(stem)) if stem[i].isalpha()]
+    found_unknown = None
+    for t in tails:
+        for i in starts:
+            name = stem[i:] + suffix + t
+            level = classify(name)
+            if level == 2:
+                return name, len(stem) - i
+            if level == 1 and found_unknown is None:
+                found_unknown = (name, len(stem) - i)
+    return found_unknown
+
+
+# ---------------------------------------------------------------------------
+# ranges
+# ---------------------------------------------------------------------------
+
+def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[int, int]]:
+    """Merged file ranges [lo, hi) of the sections named in ``wanted``."""
+    spans = []
+    for s in info.sections:
+        if s.name in wanted and s.file_size > 0 and 0 <= s.file_offset < size:
+            spans.append((s.file_offset, min(size, s.file_offset + s.file_size)))
+    spans.sort()
+    merged: list[list[int]] = []
+    for lo, hi in spans:
+        if merged and lo <= merged[-1][1]:
+            merged[-1][1] = max(merged[-1][1], hi)
+        else:
+            merged.append([lo, hi])
+    return [(lo, hi) for lo, hi in merged]
+
+
+def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+    """[lo, hi) minus the fat binary containers in it (not read, just skipped)."""
+    pos = search = lo
+    find = buf.find
+    while search < hi:
+        m = find(FATBIN_MAGIC, search, hi)
+        if m < 0:
+            break
+        if m + 16 <= hi:
+            _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
+            if hsize == 16 and 0 < rest <= hi - m - 16:
+                if m - pos >= MIN_GAP:  # padding between containers holds no name
+                    yield pos, m
+                pos = search = m + 16 + rest
+                continue
+        search = m + 4
+    if pos < hi:
+        yield pos, hi
+
+
+def _pe_directory_names(buf) -> set[int]:
+    """File offsets of the DLL-name strings of the import, delay-import and
+    export directories (they are not by-name loads). Best effort: a broken
+    directory just gives fewer offsets (the readers report such damage)."""
+    from .pe_reader import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, _Image
+
+    out: set[int] = set()
+    try:
+        img = _Image(BinView(buf))
+        v = img.v
+        rva, _ = img.dir(DIR_IMPORT)
+        if rva:
+            off = img.rva_to_offset(rva, "import directory")
+            for i in range(MAX_DESCRIPTORS):
+                _ilt, _ts, _fwd, name, iat = v.unpack("IIIII", off + 20 * i)
+                if name == 0 or iat == 0:
+                    break
+                out.add(img.rva_to_offset(name, "imported DLL name"))
+        rva, _ = img.dir(DIR_DELAY_IMPORT)
+        if rva:
+            off = img.rva_to_offset(rva, "delay-import directory")
+            for i in range(MAX_DESCRIPTORS):
+                attrs, name = v.unpack("II", off + 32 * i)
+                if name == 0:
+                    break
+                base = 0 if attrs & 1 else img.image_base
+                out.add(img.rva_to_offset(name - base, "delay-imported DLL name"))
+        rva, _ = img.dir(DIR_EXPORT)
+        if rva:
+            off = img.rva_to_offset(rva, "export directory")
+            (name,) = v.unpack("I", off + 12)
+            if name:
+                out.add(img.rva_to_offset(name, "exported DLL name"))
+    except MalformedBinary:
+        pass
+    return out
+
+
+# ---------------------------------------------------------------------------
+# plain strings
+# ---------------------------------------------------------------------------
+
+def _utf16_text(raw: bytes) -> str:
+    """UTF-16LE bytes as text, every non-ASCII unit as a separator."""
+    chars = raw[0::2]
+    highs = raw[1::2]
+    if highs.count(0) != len(highs):
+        chars = bytes(c if h == 0 else 0 for c, h in zip(chars, highs))
+    return chars.decode("latin-1")
+
+
+class _Budget:
+    """Work limits for one binary; exceeding one means a hostile file and
+    raises MalformedBinary (a real binary stays far below each)."""
+
+    __slots__ = ("hits", "attempts", "inflated")
+
+    def __init__(self) -> None:
+        self.hits = MAX_HITS
+        self.attempts = MAX_ATTEMPTS
+        self.inflated = MAX_INFLATED_TOTAL
+
+    def hit(self) -> None:
+        self.hits -= 1
+        if self.hits < 0:
+            raise MalformedBinary(
+                f"more than {MAX_HITS} '.dll'/'.so' strings in the data sections (hostile file?)")
+
+    def attempt(self) -> None:
+        self.attempts -= 1
+        if self.attempts < 0:
+            raise MalformedBinary(
+                f"more than {MAX_ATTEMPTS} candidate compressed string tables (hostile file?)")
+
+    def inflate(self, nbytes: int) -> None:
+        self.inflated -= nbytes
+        if self.inflated < 0:
+            raise MalformedBinary(
+                f"compressed string tables inflate to more than {MAX_INFLATED_TOTAL >> 20} MB (hostile file?)")
+
+
+def _scan_plain(buf, lo: int, hi: int, classify: _Classifier, skip: set[int],
+                found: set[NameReference], budget: _Budget) -> None:
+    for m in _HIT.finditer(buf, lo, hi):
+        budget.hit()
+        p, q = m.start(), m.end()
+        if q - p <= 4:  # ".dll" / ".so"
+            before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
+            after = buf[q:min(hi, q + 48)].decode("latin-1")
+            suffix = m.group().decode("latin-1")
+            hit = _names_in(before, suffix, after, classify, glued=False)
+            if hit is None:
+                continue
+            name, used = hit
+            if p - used in skip:
+                continue
+            found.add(NameReference(name, "ascii", bool(TEMPLATE.search(name))))
+        else:
+            k = min(MAX_NAME, (p - lo) // 2)
+            before = _utf16_text(buf[p - 2 * k:p])
+            end = min(hi, q + 96)
+            after = _utf16_text(buf[q:end - (end - q) % 2])
+            suffix = _utf16_text(m.group())
+            hit = _names_in(before, suffix, after, classify, glued=False)
+            if hit is not None:
+                name = hit[0]
+                found.add(NameReference(name, "utf-16le", bool(TEMPLATE.search(name))))
+
+
+def _scan_table(data: bytes, encoding: str, classify: _Classifier,
+                found: set[NameReference]) -> None:
+    """Names in a decompressed Cython string table (strings glued together)."""
+    for m in _HIT_ASCII.finditer(data):
+        p, q = m.start(), m.end()
+        before = data[max(0, p - MAX_NAME):p].decode("latin-1")
+        after = data[q:q + 48].decode("latin-1")
+        hit = _names_in(before, m.group().decode("latin-1"), after, classify, glued=True)
+        if hit is not None:
+            found.add(NameReference(hit[0], encoding, bool(TEMPLATE.search(hit[0]))))
+
+
+# ---------------------------------------------------------------------------
+# Cython compressed string tables
+# ---------------------------------------------------------------------------
+
+def _inflate(buf, start: int, hi: int, make) -> tuple[bytes, int] | None:
+    """Decompress the stream at ``start`` (zlib or bz2 decompressor from
+    ``make()``), reading at most up to ``hi``. Returns (output, end offset)
+    if it ends cleanly before a NUL (or at ``hi``), else None."""
+    d = make()
+    out = []
+    produced = 0
+    pos = start
+    chunk = 512
+    try:
+        while pos < hi:
+            piece = buf[pos:min(hi, pos + chunk)]
+            pos += len(piece)
+            chunk = min(chunk * 4, 1 << 20)
+            data = d.decompress(piece, MAX_INFLATE + 1 - produced)
+            produced += len(data)
+            out.append(data)
+            if produced > MAX_INFLATE:
+                return None
+            if d.eof:
+                end = pos - len(d.unused_data)
+                if end < hi and buf[end] != 0:
+                    return None
+                return b"".join(out), end
+            if isinstance(d, bz2.BZ2Decompressor):
+                if not d.needs_input:
+                    return None  # output cap reached
+            elif d.unconsumed_tail:
+                return None  # output cap reached
+    except (zlib.error, OSError, EOFError, ValueError):
+        return None
+    return None
+
+
+def _lzss(buf, start: int, hi: int) -> tuple[bytes, int]:
+    """Decode Cython 3.3's LZSS from ``start`` until the stream stops making
+    sense (see the module docstring). Returns (output, end offset).
+
+    Format (Cython/Utility/StringTools.c, __pyx_lzss_decompress): a flag
+    byte, then 8 tokens, low bit first: 1 = one literal byte; 0 = a
+    back-reference ``lo, hi[, len]``: lo < 0x80: distance lo, length hi;
+    hi < 0x80: distance 0x80 + (hi & 0x60) << 2 | lo & 0x7F, length hi & 0x1F;
+    else distance 0x80 + (hi & 0x7F) << 7 | lo & 0x7F and a length byte.
+    Length += 3; the copy ends ``distance`` bytes before the output's end.
+    """
+    out = bytearray()
+    pos = start
+    limit = hi - 3
+    eight_nuls = b"\0" * 8
+    while pos < limit:
+        flags = buf[pos]
+        if flags == 0xFF:  # eight literals
+            out += buf[pos + 1:pos + 9]
+            pos += 9
+            if len(out) > MAX_INFLATE:
+                break
+            continue
+        if flags == 0 and buf[pos:pos + 8] == eight_nuls:
+            break
+        pos += 1
+        flags |= 0xFF00
+        while flags & 0x100:
+            if pos >= limit:
+                return bytes(out), pos
+            if flags & 1:
+                out.append(buf[pos])
+                pos += 1
+            else:
+                lo = buf[pos]
+                hi_ = buf[pos + 1]
+                if not lo & 0x80:
+                    back, length = lo, hi_
+                    pos += 2
+                elif not hi_ & 0x80:
+                    back = 0x80 + (((hi_ << 2) & 0x180) | (lo & 0x7F))
+                    length = hi_ & 0x1F
+                    pos += 2
+                else:
+                    back = 0x80 + ((hi_ & 0x7F) << 7 | (lo & 0x7F))
+                    length = buf[pos + 2]
+                    pos += 3
+                length += 3
+                ref = len(out) - back - length
+                if ref < 0:
+                    return bytes(out), pos
+                out += out[ref:ref + length]
+            flags >>= 1
+        if len(out) > MAX_INFLATE:
+            break
+    return bytes(out), pos
+
+
+def _texty(data: bytes) -> bool:
+    """Mostly printable text (the table starts with str constants)."""
+    if not data:
+        return False
+    bad = sum(1 for b in data if b < 0x20 and b not in (9, 10, 13) or b == 0x7F)
+    return bad * 8 <= len(data)
+
+
+#: Flag bytes whose three low bits are set (the first three tokens are literals).
+_FLAGS_OK = bytes(1 if b & 7 == 7 else 0 for b in range(256))
+
+
+def _lzss_candidates(buf, lo: int, hi: int) -> Iterator[int]:
+    """Where an LZSS blob may start, in file order: right after a NUL (the
+    literal before it ended there, or alignment padding), or at a 16-byte
+    boundary (MSVC and GCC align large arrays), with a flag byte announcing
+    three literals (the table may start with control characters: no more
+    can be asked of the first bytes)."""
+    aligned = lo + (-lo % 16)
+    flags = buf[aligned:hi:16].translate(_FLAGS_OK)
+    al = [aligned + 16 * k for k in _ones(flags)]
+    ai = 0
+    pos = lo
+    find = buf.find
+    while pos < hi:
+        nul = find(b"\0", pos, hi)
+        nxt = hi if nul < 0 else nul + 1
+        while nxt < hi and buf[nxt] == 0:
+            nxt += 1
+        # aligned candidates before this one
+        while ai < len(al) and al[ai] < nxt:
+            i = al[ai]
+            ai += 1
+            if i >= pos and i + 4 <= hi:
+                yield i
+        if nxt >= hi - 4:
+            return
+        if buf[nxt] & 7 == 7:
+            yield nxt
+        if ai < len(al) and al[ai] == nxt:
+            ai += 1
+        pos = nxt + 1
+
+
+def _ones(flags: bytes) -> Iterator[int]:
+    k = flags.find(1)
+    while k >= 0:
+        yield k
+        k = flags.find(1, k + 1)
+
+
+def _lzss_tables(buf, lo: int, hi: int, budget: _Budget) -> Iterator[bytes]:
+    skip_to = lo
+    for start in _lzss_candidates(buf, lo, hi):
+        if start < skip_to:
+            continue
+        # The first 64 bytes of output: the format's rules and text.
+        budget.attempt()
+        head, _ = _lzss(buf, start, min(hi, start + 80))
+        if len(head) < 16 or not _texty(head[:64]):
+            continue
+        data, end = _lzss(buf, start, hi)
+        budget.inflate(len(data))
+        if any(word in data for word in CYTHON_BOILERPLATE):
+            yield data
+            skip_to = end
+
+
+def _cython_tables(buf, ranges: list[tuple[int, int]],
+                   budget: _Budget | None = None) -> Iterator[tuple[str, bytes]]:
+    """(encoding, decompressed table) of every Cython string blob found."""
+    budget = budget or _Budget()
+    zlib_ok = any(buf.find(ZLIB_MARKER, lo, hi) >= 0 for lo, hi in ranges)
+    lzss_ok = any(buf.find(LZSS_MARKER, lo, hi) >= 0 for lo, hi in ranges)
+    if zlib_ok:
+        for lo, hi in ranges:
+            for header, make, encoding, check in (
+                (ZLIB_HEADER, zlib.decompressobj, "cython-zlib", None),
+                (BZ2_HEADER, bz2.BZ2Decompressor, "cython-bz2", BZ2_BLOCK),
+            ):
+                i = buf.find(header, lo, hi)
+                while i >= 0:
+                    nxt = i + 1
+                    if check is None or buf[i + 4:i + 4 + len(check)] == check:
+                        budget.attempt()
+                        got = _inflate(buf, i, hi, make)
+                        if got is not None:
+                            budget.inflate(len(got[0]))
+                            yield encoding, got[0]
+                            nxt = max(nxt, got[1])
+                    i = buf.find(header, nxt, hi)
+    if lzss_ok:
+        for lo, hi in ranges:
+            for data in _lzss_tables(buf, lo, hi, budget):
+                yield "cython-lzss", data
+
+
+# ---------------------------------------------------------------------------
+# entry point
+# ---------------------------------------------------------------------------
+
+def find_library_names(buf, info: BinaryInfo, rules) -> tuple[NameReference, ...]:
+    """CUDA library names (and name templates) in the data of one binary.
+
+    ``buf`` is the binary's bytes (``bytes``/``bytearray``/``mmap``, as
+    :func:`cuda4amd.readers.read_path` maps it), ``info`` what a reader
+    produced from it, ``rules`` a :class:`~cuda4amd.rules.RuleSet`.
+    Returns the references sorted, unique by (name, encoding). Raises only
+    :class:`MalformedBinary` (or OSError from the mapping itself).
+    """
+    if isinstance(buf, memoryview):
+        buf = buf.tobytes()
+    try:
+        return _find(buf, info, rules)
+    except (MalformedBinary, OSError):
+        raise
+    except MemoryError:
+        raise MalformedBinary("searching the binary's strings needs more memory than is available") from None
+    except Exception as exc:  # noqa: BLE001 - the contract: one exception type for bad input
+        raise MalformedBinary(f"cannot search the binary's strings ({type(exc).__name__}: {exc})") from exc
+
+
+def _find(buf, info: BinaryInfo, rules) -> tuple[NameReference, ...]:
+    size = len(buf)
+    platform = platform_of_info(info)
+    classify = _Classifier(rules, platform)
+    pe = info.format == "PE"
+    skip = _pe_directory_names(buf) if pe else set()
+    found: set[NameReference] = set()
+    budget = _Budget()
+    for lo, hi in _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size):
+        for a, b in _segments(buf, lo, hi):
+            _scan_plain(buf, a, b, classify, skip, found, budget)
+    const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
+    for encoding, data in _cython_tables(buf, const, budget):
+        _scan_table(data, encoding, classify, found)
+    return tuple(sorted(found))

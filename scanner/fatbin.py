@@ -1,0 +1,565 @@
+"""Fat binary (CUDA kernel) analysis: which SASS and PTX a binary carries.
+
+ZLUDA runs only the PTX entries of a fat binary; SASS (cubin) entries are
+compiled for NVIDIA GPUs and useless on AMD. This module finds the fat binary
+containers of one PE/ELF file and classifies every entry *from its header
+alone* — payloads are never read, let alone decompressed.
+
+    report = analyse_kernels(buf, info)             # known container sections
+    report = analyse_kernels(buf, info, deep=True)  # + .data/.rdata/.rodata/.cask_re
+    report.state        # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
+    report.to_dict()    # JSON shape, see KernelReport.to_dict
+
+``buf`` is the whole file (an ``mmap`` or ``bytes``/``bytearray``; a
+``memoryview`` is copied first) and ``info`` the :class:`BinaryInfo` a reader
+produced from it. Only the container/wrapper sections (and, with ``deep``,
+the scanned data sections) are touched: container and entry headers are
+unpacked in place, the deep scan uses ``buf.find`` over the section (no
+copies), so memory does not grow with file size. With an ``mmap`` (Linux,
+macOS) big container sections are read with ``MADV_RANDOM`` (no readahead of
+payloads between headers; reset to normal afterwards) and scanned pages are
+handed back with ``MADV_DONTNEED`` every ``RELEASE_CHUNK`` bytes, so resident
+memory stays bounded too; the mapping must be read-only (``ACCESS_READ``, as
+:func:`cuda4amd.readers.read_path` makes it), never privately modified.
+Everything is bounds checked; a corrupt container raises
+:class:`MalformedBinary`, nothing else.
+
+Where containers are found
+--------------------------
+* Container sections, walked from start to end: PE ``.nv_fatb`` and ELF
+  ``.nv_fatbin`` (registered fat binaries), PE ``__nv_rel`` and ELF
+  ``__nv_relfatbin`` (relocatable device code from ``-rdc=true``, the input
+  of the device link; the registered module is the device-linked result in
+  ``.nv_fatbin``. The runtime sees the relocatable code only through the
+  version-2 wrapper's prelinked-fatbin array, for a link at load time; whether
+  ZLUDA can do that is not established, so PTX found only there is reported
+  as ``relocatable-ptx-only``, never as ``ptx-available``). Containers sit
+  back to back; only zero padding may separate them (MSVC aligns each one to
+  16 bytes, leaving 8 zero bytes; GNU ld packs nvcc's ``.align 8`` blobs
+  without gaps).
+* Wrapper sections (PE ``.nvFatBi``, ELF ``.nvFatBinSegment``) hold
+  ``__fatBinC_Wrapper_t {int magic 0x466243B1; int version; const void *data;
+  void *filename_or_fatbins}`` records (24 bytes on 64-bit, 16 on 32-bit).
+  ``data`` is a virtual address (PE: ImageBase + RVA) mapped to a file offset
+  through the section table. Version 1 is a plain module (``data`` →
+  ``.nv_fatbin``, or → ``__nv_relfatbin`` for an ``-rdc`` object's
+  relocatable code); version 2 (``FATBINC_LINK_VERSION``) is the device-link
+  stub nvcc generates, its last field points at the prelinked-fatbin array.
+  Wrappers whose pointer is 0 or maps nowhere, or whose target is not a
+  container, are skipped: in ELF the pointer is a dynamic relocation that GNU
+  ld also writes in place (other linkers may leave 0, objects always do).
+  Wrappers matter only for containers outside the container sections.
+* ``deep=True``: ``.data``, ``.rdata``, ``.rodata``, ``.cask_re`` are searched
+  for the container magic at 8-byte aligned file offsets (NVIDIA's own
+  libraries embed many fat binaries there: cufft64_11.dll has ~24 000 in
+  ``.data``, cublasLt64_12.dll ~470 in ``.cask_re``). A hit counts only with a
+  plausible header (version 1, header size 16, contents inside the section);
+  the search resumes after each container, so magics inside payloads are not
+  seen.
+
+Layout (little endian), checked against nvcc/fatbinary 13.0 output
+-------------------------------------------------------------------
+Container, 16 bytes: u32 magic 0xBA55ED50, u16 version (always 1), u16 header
+size (16), u64 size of the entries that follow. A container may be empty
+(size 0: nvcc's device-link stub when no SASS was requested).
+
+Entry header (``header size`` bytes, at least 0x40; then the payload):
+
+====  ====  =============================================================
+0x00  u16   kind: 1 PTX, 2 cubin (SASS), 8 LTO-IR (NVVM IR for -dlto)
+0x02  u16   version (0x0101)
+0x04  u32   header size, >= 0x40 (0x40 cubin, 0x48/0x50 PTX, 0x58-0x80
+            when the header carries an options block: sm_100f/120a
+            cubins, -rdc PTX, LTO-IR)
+0x08  u64   padded payload size (multiple of 8); next entry = this entry +
+            header size + padded size
+0x10  u32   compressed size (0 when not compressed)
+0x14  u32   offset of the options block inside the header (0 = none)
+0x18  u16   minor \\ PTX entries: PTX ISA version major.minor (0x1A.0x18),
+0x1A  u16   major /  e.g. 9.0 from CUDA 13.0, 8.8 from CUDA 12.8/12.9. Cubins
+            carry 1.8 here, LTO-IR 1.65 (their own format versions): not
+            a PTX ISA, so ``ptx_isa`` is None for them.
+0x1C  u32   SM number (86 for sm_86 and for compute_86 PTX)
+0x28  u64   flags: 0x1 64-bit, 0x10 Linux host, 0x40 Windows host (MSVC
+            builds; cufft64_11.dll's .data fat binaries say Linux), 0x2000
+            LZ4 (``--compress-mode=speed``; most CUDA 12 Windows wheels),
+            0x8000 zstd (the CUDA 13 default and ``size``/``balance``),
+            0x100000 ``a`` (sm_90a), 0x200000 ``f`` (sm_100f); also seen:
+            0x1000000 on cubins whose header has an options block, 0x10000
+            on LTO-IR (meanings unknown, ignored)
+0x38  u64   uncompressed payload size (0 when not compressed)
+====  ====  =============================================================
+
+Corrections to DESIGN.md §2: containers are 8-byte aligned, not always 16
+(nvcc's ``fatbinData`` is ``.align 8``; in ELF files containers often start
+at 8 mod 16 — MSVC-built PE files happen to align them to 16); minor/major at
+0x18/0x1A confirmed (major is the *high* half-word); default nvcc 13
+compression is zstd of PTX only (cubins stay uncompressed unless
+``-Xfatbin -compress-all``); ``nvcc -shared`` in CUDA 13 always adds a
+device-link container (an nvlink-built cubin per SASS arch, empty container
+when there is no SASS) next to the module's own.
+"""
+from __future__ import annotations
+
+import mmap
+import struct
+from bisect import bisect_right
+from dataclasses import dataclass
+
+from .binview import MalformedBinary
+from .model import BinaryInfo, Section
+
+__all__ = [
+    "CONTAINER_SECTIONS",
+    "DEEP_SECTIONS",
+    "FatbinEntry",
+    "KernelReport",
+    "MAX_ENTRIES",
+    "MalformedBinary",
+    "RELOCATABLE_SECTIONS",
+    "WRAPPER_SECTIONS",
+    "analyse_kernels",
+    "arch_sort_key",
+]
+
+MAGIC = 0xBA55ED50
+MAGIC_BYTES = struct.pack("<I", MAGIC)
+WRAPPER_MAGIC = 0x466243B1
+WRAPPER_MAGIC_BYTES = struct.pack("<I", WRAPPER_MAGIC)
+
+#: Sections walked container by container (PE names are cut to 8 characters).
+CONTAINER_SECTIONS = frozenset({".nv_fatb", ".nv_fatbin", "__nv_rel", "__nv_relfatbin"})
+#: Relocatable device code (-rdc), the input of the device link: see the module docstring.
+RELOCATABLE_SECTIONS = frozenset({"__nv_rel", "__nv_relfatbin"})
+#: Sections of __fatBinC_Wrapper_t records pointing at containers.
+WRAPPER_SECTIONS = frozenset({".nvFatBi", ".nvFatBinSegment"})
+#: Searched for container magics only with deep=True.
+DEEP_SECTIONS = frozenset({".data", ".rdata", ".rodata", ".cask_re"})
+
+#: Caps against hostile input.
+MAX_ENTRIES = 100_000
+MAX_CONTAINERS = 100_000
+MAX_WRAPPERS = 100_000
+MIN_ENTRY_HEADER = 0x40
+MAX_ENTRY_HEADER = 0x10000
+MAX_CONTAINER_HEADER = 0x1000
+#: Padding between containers is checked in chunks of this size (no big copies).
+_GAP_CHUNK = 1 << 20
+#: With an mmap, pages already scanned are handed back (MADV_DONTNEED) every
+#: this many bytes, so resident memory stays bounded on multi-GB files.
+RELEASE_CHUNK = 8 << 20
+_CAN_RELEASE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "MADV_NORMAL")) and hasattr(
+    mmap.mmap, "madvise"
+)
+
+KIND_NAMES = {1: "ptx", 2: "sass", 8: "lto-ir"}
+FLAG_LZ4 = 0x2000
+FLAG_ZSTD = 0x8000
+FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a
+FLAG_FAMILY = 0x200000  # sm_100f
+
+_CONTAINER = struct.Struct("<IHHQ")
+# Entry header 0x00..0x40: kind, version, header size, padded size, compressed
+# size, options offset, minor, major, SM, (0x20), flags @0x28, (0x30), uncompressed @0x38
+_ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinEntry:
+    """One entry of a fat binary container, from its header."""
+
+    kind: str  # "ptx" | "sass" | "lto-ir" | "unknown(N)"
+    arch: str  # "sm_86", "sm_90a", "sm_100f" (PTX entries too: compute_86 -> "sm_86")
+    ptx_isa: str | None  # "9.0" for PTX entries, else None
+    compression: str  # "none" | "lz4" | "zstd"
+    section: str  # section holding the container
+    relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
+    size: int  # padded payload size
+    uncompressed_size: int  # header field 0x38 when compressed, else == size
+
+
+@dataclass(frozen=True, slots=True)
+class KernelReport:
+    """What the fat binaries of one file carry.
+
+    ``ptx_archs`` are the (arch, PTX ISA) pairs ZLUDA can use: PTX outside
+    relocatable sections. ``relocatable_ptx_archs`` are pairs found *only* in
+    relocatable device code. ``sass_archs``/``lto_ir_archs`` cover all
+    sections. All sorted by SM number, unique.
+
+    ``state``: "ptx-available" (some PTX outside relocatable sections),
+    "relocatable-ptx-only" (PTX only in __nv_rel/__nv_relfatbin), "sass-only"
+    (entries but no PTX at all: SASS, LTO-IR or unknown kinds), "none" (no
+    entries: no container, or only empty ones).
+    """
+
+    entries: tuple[FatbinEntry, ...] = ()
+    containers: int = 0
+    sections: tuple[str, ...] = ()  # where containers were found, first-seen order
+    sass_archs: tuple[str, ...] = ()
+    ptx_archs: tuple[tuple[str, str], ...] = ()
+    relocatable_ptx_archs: tuple[tuple[str, str], ...] = ()
+    lto_ir_archs: tuple[str, ...] = ()
+    state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
+    compressed: bool = False  # any entry compressed
+
+    def to_dict(self) -> dict:
+        """JSON-friendly summary (entries themselves are left out)."""
+        return {
+            "state": self.state,
+            "sass": list(self.sass_archs),
+            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
+            "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
+            "lto_ir": list(self.lto_ir_archs),
+            "containers": self.containers,
+            "sections": list(self.sections),
+            "compressed": self.compressed,
+        }
+
+
+def arch_sort_key(arch: str) -> tuple[int, str]:
+    """Sort key by SM number: sm_90 < sm_90a < sm_100 < sm_100f."""
+    digits = arch[3:].rstrip("abcdefghijklmnopqrstuvwxyz")
+    return (int(digits) if digits.isdigit() else 1 << 30, arch)
+
+
+def _extent(sec: Section, filesize: int, strict: bool = True) -> tuple[int, int]:
+    """File range [start, end) of a section's data (PE: the smaller of virtual and raw size).
+
+    A section starting beyond the end of the file raises when ``strict``,
+    else it is empty.
+    """
+    size = sec.file_size
+    if sec.virtual_size and sec.virtual_size < size:
+        size = sec.virtual_size
+    start = sec.file_offset
+    if size <= 0 or start < 0:
+        return (start, start)
+    if start >= filesize:
+        if not strict:
+            return (start, start)
+        raise MalformedBinary(
+            f"section {sec.name} starts at file offset {start:#x}, beyond the end of the file "
+            f"({filesize:#x} bytes): truncated"
+        )
+    return (start, min(start + size, filesize))
+
+
+class _Scan:
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release")
+
+    def __init__(self, buf) -> None:
+        self.buf = buf
+        self.size = len(buf)
+        self._release = _CAN_RELEASE and isinstance(buf, mmap.mmap)
+        self.entries: list[FatbinEntry] = []
+        self.seen: dict[int, int] = {}  # file offset -> end of each container parsed
+        self.sections: dict[str, None] = {}
+        self.containers = 0
+        self._names: dict[tuple, tuple] = {}  # interned kind/arch/isa strings
+
+    def release(self, start: int, end: int) -> None:
+        """Drop the mapping's resident pages in [start, end) (file-backed and
+        read-only, so they are simply re-read if touched again)."""
+        if not self._release:
+            return
+        page = mmap.PAGESIZE
+        a = start - start % page
+        b = min(end, self.size)
+        b -= b % page
+        if b > a:
+            try:
+                self.buf.madvise(mmap.MADV_DONTNEED, a, b - a)
+            except (OSError, ValueError):
+                self._release = False
+
+    # -- one container ---------------------------------------------------------------
+
+    def container(self, off: int, end: int, section: str) -> int:
+        """Parse the container at ``off`` (must end by ``end``); return its end offset."""
+        buf = self.buf
+        if off + 16 > end:
+            raise MalformedBinary(
+                f"fat binary container header at {off:#x} in {section} is cut off by the end of "
+                f"the section ({end:#x})"
+            )
+        magic, _version, hsize, size = _CONTAINER.unpack_from(buf, off)
+        if magic != MAGIC:
+            raise MalformedBinary(f"no fat binary container magic at {off:#x} in {section}")
+        if hsize < 16 or hsize > MAX_CONTAINER_HEADER:
+            raise MalformedBinary(
+                f"fat binary container at {off:#x} in {section} has an impossible header size {hsize}"
+            )
+        first = off + hsize
+        stop = first + size
+        if stop > end:
+            raise MalformedBinary(
+                f"fat binary container at {off:#x} in {section} claims {size:#x} bytes of entries, "
+                f"running {stop - end:#x} bytes past the end of the section ({end:#x}): truncated or corrupt"
+            )
+        self.containers += 1
+        if self.containers > MAX_CONTAINERS:
+            raise MalformedBinary(f"more than {MAX_CONTAINERS} fat binary containers (hostile input?)")
+        self.seen[off] = stop
+        self.sections.setdefault(section, None)
+        relocatable = section in RELOCATABLE_SECTIONS
+        entries = self.entries
+        names_cache = self._names
+        e = first
+        while e < stop:
+            if e + MIN_ENTRY_HEADER > stop:
+                raise MalformedBinary(
+                    f"fat binary entry at {e:#x} in {section}: its header runs past the end of "
+                    f"its container ({stop:#x})"
+                )
+            kind, _v, ehs, psize, _csize, _opt, minor, major, arch, flags, unc = _ENTRY.unpack_from(buf, e)
+            if ehs < MIN_ENTRY_HEADER or ehs > MAX_ENTRY_HEADER:
+                raise MalformedBinary(
+                    f"fat binary entry at {e:#x} in {section} has an impossible header size {ehs:#x}"
+                )
+            nxt = e + ehs + psize
+            if nxt > stop:
+                raise MalformedBinary(
+                    f"fat binary entry at {e:#x} in {section} claims a {psize:#x}-byte payload, running "
+                    f"{nxt - stop:#x} bytes past the end of its container ({stop:#x}): truncated or corrupt"
+                )
+            if flags & FLAG_LZ4:
+                compression = "lz4"
+            elif flags & FLAG_ZSTD:
+                compression = "zstd"
+            else:
+                compression = "none"
+                unc = psize
+            key = (kind, arch, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY), minor, major)
+            names = names_cache.get(key)
+            if names is None:
+                suffix = "a" if flags & FLAG_ARCH_SPECIFIC else "f" if flags & FLAG_FAMILY else ""
+                names = names_cache[key] = (
+                    KIND_NAMES.get(kind) or f"unknown({kind})",
+                    f"sm_{arch}{suffix}",
+                    f"{major}.{minor}" if kind == 1 else None,
+                )
+            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc)
+            entries.append(entry)
+            if len(entries) > MAX_ENTRIES:
+                raise MalformedBinary(f"more than {MAX_ENTRIES} fat binary entries (hostile input?)")
+            e = nxt
+        return stop
+
+    # -- a container section, walked -----------------------------------------------------
+
+    def advise(self, start: int, end: int, advice: str) -> None:
+        """Walking a big container section reads headers far apart: no readahead
+        of the payloads in between (MADV_RANDOM), back to normal afterwards.
+        Halves the cold-cache time of cublasLt64_12.dll."""
+        if self._release and end - start > RELEASE_CHUNK:
+            a = start - start % mmap.PAGESIZE
+            try:
+                self.buf.madvise(getattr(mmap, advice), a, end - a)
+            except (OSError, ValueError):
+                pass
+
+    def walk(self, start: int, end: int, section: str) -> None:
+        buf = self.buf
+        pos = mark = start
+        self.advise(start, end, "MADV_RANDOM")
+        try:
+            while pos < end:
+                hit = buf.find(MAGIC_BYTES, pos, end)
+                gap_end = end if hit < 0 else hit
+                if gap_end > pos:
+                    self._check_zero(pos, gap_end, section, hit < 0)
+                if hit < 0:
+                    break
+                pos = self.container(hit, end, section)
+                if pos - mark >= RELEASE_CHUNK:
+                    self.release(mark, pos)
+                    mark = pos
+            self.release(mark, end)
+        finally:
+            self.advise(start, end, "MADV_NORMAL")
+
+    def _check_zero(self, start: int, end: int, section: str, tail: bool) -> None:
+        buf = self.buf
+        for a in range(start, end, _GAP_CHUNK):
+            b = min(end, a + _GAP_CHUNK)
+            if buf[a:b].strip(b"\0"):
+                where = "after the last container" if tail else "between containers"
+                raise MalformedBinary(
+                    f"unexpected non-zero bytes {where} in {section} (file offsets {start:#x}-{end:#x}): "
+                    f"a damaged container header?"
+                )
+
+    # -- a data section, searched --------------------------------------------------------
+
+    def search(self, start: int, end: int, section: str) -> None:
+        buf = self.buf
+        pos = mark = start
+        while True:
+            # Search at most RELEASE_CHUNK bytes at a time, handing back what was read.
+            limit = min(end, pos + RELEASE_CHUNK)
+            hit = buf.find(MAGIC_BYTES, pos, limit)
+            if hit < 0:
+                if limit >= end:
+                    break
+                pos = max(pos, limit - 3)  # a magic may straddle the chunk boundary
+                self.release(mark, pos)
+                mark = pos
+                continue
+            if hit & 7 or hit + 16 > end:
+                pos = hit + 1
+                continue
+            done = self.seen.get(hit)
+            if done is not None:  # reached through a wrapper already
+                pos = done
+                continue
+            _m, version, hsize, size = _CONTAINER.unpack_from(buf, hit)
+            if version != 1 or hsize != 16 or hit + 16 + size > end:
+                pos = hit + 4  # a coincidental match in ordinary data
+                continue
+            pos = self.container(hit, end, section)
+            if pos - mark >= RELEASE_CHUNK:
+                self.release(mark, pos)
+                mark = pos
+        self.release(mark, end)
+
+
+def _image_base(buf, size: int) -> int:
+    """PE ImageBase from the optional header (wrapper pointers are absolute VAs)."""
+    if size < 0x40:
+        raise MalformedBinary("PE file too short for its headers")
+    (lfanew,) = struct.unpack_from("<I", buf, 0x3C)
+    opt = lfanew + 24
+    if opt + 32 > size:
+        raise MalformedBinary(f"PE optional header at {opt:#x} lies beyond the end of the file")
+    (magic,) = struct.unpack_from("<H", buf, opt)
+    if magic == 0x20B:
+        return struct.unpack_from("<Q", buf, opt + 24)[0]
+    if magic == 0x10B:
+        return struct.unpack_from("<I", buf, opt + 28)[0]
+    raise MalformedBinary(f"unknown PE optional header magic {magic:#x}")
+
+
+def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int, int]]) -> None:
+    buf, size = scan.buf, scan.size
+    wrappers = [s for s in info.sections if s.name in WRAPPER_SECTIONS]
+    if not wrappers:
+        return
+    ptr_size = 8 if info.bits == 64 else 4
+    record = 8 + 2 * ptr_size
+    if info.format == "PE":
+        endian = "<"
+        base = _image_base(buf, size)
+    else:
+        endian = ">" if size > 5 and buf[5] == 2 else "<"
+        base = 0
+    ptr = struct.Struct(endian + ("Q" if ptr_size == 8 else "I"))
+    wmagic = struct.pack(endian + "I", WRAPPER_MAGIC)
+    # Address map over sections with file data, sorted by address (first of equal wins).
+    spans: dict[int, tuple[int, int, int, str]] = {}
+    for idx, s in enumerate(info.sections):
+        if not s.virtual_address or s.file_size <= 0:
+            continue
+        start, end = extents.get(idx) or _extent(s, size, strict=False)
+        if end > start:
+            spans.setdefault(s.virtual_address, (s.virtual_address + (end - start), start, end, s.name))
+    starts = sorted(spans)
+    count = 0
+    for w in wrappers:
+        wstart, wend = _extent(w, size, strict=False)
+        pos = wstart
+        while True:
+            hit = buf.find(wmagic, pos, wend)
+            if hit < 0 or hit + record > wend:
+                break
+            if (hit - wstart) & 3:
+                pos = hit + 1
+                continue
+            pos = hit + record
+            count += 1
+            if count > MAX_WRAPPERS:
+                raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+            (target,) = ptr.unpack_from(buf, hit + 8)
+            if not target:
+                continue
+            rva = target - base
+            i = bisect_right(starts, rva) - 1
+            if i < 0:
+                continue
+            va0 = starts[i]
+            va1, fstart, fend, name = spans[va0]
+            if rva >= va1 or name in CONTAINER_SECTIONS:
+                continue  # maps nowhere, or into a section walked already
+            off = fstart + (rva - va0)
+            if off not in scan.seen and off + 16 <= fend and buf[off : off + 4] == MAGIC_BYTES:
+                scan.container(off, fend, name)
+
+
+def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False) -> KernelReport:
+    """Find and classify the fat binary entries of one PE/ELF file.
+
+    ``buf``: the whole file (mmap, bytes or bytearray). ``info``: its
+    :class:`BinaryInfo` (only ``format``, ``bits`` and ``sections`` are used).
+    ``deep``: also search ``.data``/``.rdata``/``.rodata``/``.cask_re``.
+    Raises :class:`MalformedBinary` for corrupt containers.
+    """
+    if isinstance(buf, memoryview):
+        buf = buf.tobytes()
+    scan = _Scan(buf)
+    size = scan.size
+    extents: dict[int, tuple[int, int]] = {}
+    for idx, s in enumerate(info.sections):
+        if s.name in CONTAINER_SECTIONS:
+            start, end = extents[idx] = _extent(s, size)
+            if end > start:
+                scan.walk(start, end, s.name)
+    _follow_wrappers(scan, info, extents)
+    if deep:
+        for s in info.sections:
+            if s.name in DEEP_SECTIONS:
+                start, end = _extent(s, size, strict=False)
+                if end > start:
+                    scan.search(start, end, s.name)
+    return _report(scan)
+
+
+def _report(scan: _Scan) -> KernelReport:
+    entries = tuple(scan.entries)
+    sass: set[str] = set()
+    lto: set[str] = set()
+    ptx: set[tuple[str, str]] = set()
+    rel_ptx: set[tuple[str, str]] = set()
+    compressed = False
+    for e in entries:
+        if e.compression != "none":
+            compressed = True
+        if e.kind == "sass":
+            sass.add(e.arch)
+        elif e.kind == "ptx":
+            (rel_ptx if e.relocatable else ptx).add((e.arch, e.ptx_isa or "?"))
+        elif e.kind == "lto-ir":
+            lto.add(e.arch)
+    rel_ptx -= ptx
+    if not entries:
+        state = "none"
+    elif ptx:
+        state = "ptx-available"
+    elif rel_ptx:
+        state = "relocatable-ptx-only"
+    else:
+        state = "sass-only"
+
+    def pairs(items):
+        return tuple(sorted(items, key=lambda p: (arch_sort_key(p[0]), p[1])))
+
+    return KernelReport(
+        entries=entries,
+        containers=scan.containers,
+        sections=tuple(scan.sections),
+        sass_archs=tuple(sorted(sass, key=arch_sort_key)),
+        ptx_archs=pairs(ptx),
+        relocatable_ptx_archs=pairs(rel_ptx),
+        lto_ir_archs=tuple(sorted(lto, key=arch_sort_key)),
+        state=state,
+        compressed=compressed,
+    )

@@ -1,0 +1,64 @@
+"""What a binary carries beyond its import tables: GPU kernels and library names.
+
+Run on the same mapped buffer the reader used, right after it. A corrupt
+fat binary or string table spoils only that part of the facts: the binary's
+imports still count, and the damage becomes a per-file error.
+"""
+from __future__ import annotations
+
+import posixpath
+from dataclasses import dataclass
+
+from .binview import MalformedBinary
+from .byname import NameReference, find_library_names
+from .classify import identify
+from .fatbin import KernelReport, analyse_kernels
+from .model import BinaryInfo, FileError
+from .rules import RuleSet, ZludaRelease
+
+
+@dataclass(frozen=True)
+class Payload:
+    kernels: KernelReport | None
+    by_name: tuple[NameReference, ...]
+    errors: tuple[FileError, ...]
+
+
+@dataclass(frozen=True)
+class PayloadInspector:
+    rules: RuleSet
+    release: ZludaRelease
+
+    def inspect(self, path: str, buf, info: BinaryInfo) -> Payload:
+        errors: list[FileError] = []
+        kernels = None
+        mode = self.kernel_scan(path, info)
+        if mode is not None:
+            try:
+                kernels = analyse_kernels(buf, info, deep=mode == "deep")
+            except MalformedBinary as exc:
+                errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
+        try:
+            by_name = find_library_names(buf, info, self.rules)
+        except MalformedBinary as exc:
+            by_name = ()
+            errors.append(FileError(path, "strings", f"string table: {exc}"))
+        if kernels is not None and kernels.state == "none":
+            kernels = None
+        return Payload(kernels, by_name, tuple(errors))
+
+    def kernel_scan(self, path: str, info: BinaryInfo) -> str | None:
+        """None, "cheap" (known fat binary sections) or "deep" (also .data/.rdata/.cask_re).
+
+        Deep only where the verdict depends on it: NVIDIA's own libraries that
+        ZLUDA does not replace keep their kernels in data sections, and
+        whether those carry PTX decides whether they can run. Libraries
+        ZLUDA replaces are never loaded, so their kernels do not matter.
+        """
+        platform = "windows" if info.format == "PE" else "linux"
+        identity = identify(posixpath.basename(path), platform, self.rules, self.release)
+        if identity.family is None:
+            return "cheap"
+        if identity.route in ("redirect", "stub"):
+            return None
+        return "deep"

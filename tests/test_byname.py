@@ -1,0 +1,418 @@
+"""By-name library references: strings in data sections and Cython's
+compressed string tables (fixtures/byname, synthetic buffers, real wheels)."""
+from __future__ import annotations
+
+import bz2
+import mmap
+import zlib
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from conftest import FIXTURES
+from cuda4amd.binview import MalformedBinary
+from cuda4amd.byname import (
+    LZSS_MARKER,
+    ZLIB_MARKER,
+    NameReference,
+    _lzss,
+    find_library_names,
+    platform_of_info,
+)
+from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.readers import read_bytes, read_path
+
+BYNAME = FIXTURES / "byname"
+
+
+def refs(path, rules):
+    with open(path, "rb") as handle, mmap.mmap(handle.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        return find_library_names(mm, read_path(path), rules)
+
+
+def triples(found):
+    return [(r.name, r.encoding, r.template) for r in found]
+
+
+# ---------------------------------------------------------------- fixtures
+
+def test_pe_loader(rules):
+    assert triples(refs(BYNAME / "loader.dll", rules)) == [
+        ("cublasLt64_12.dll", "utf-16le", False),
+        ("cudnn64_9.dll", "ascii", False),
+        ("cufft64_%d.dll", "utf-16le", True),
+        ("nvrtc64_%d_0.dll", "ascii", True),
+    ]
+
+
+def test_elf_loader(rules):
+    assert triples(refs(BYNAME / "libloader.so", rules)) == [
+        ("libcublas.so.12", "ascii", False),
+        ("libnvinfer.so.10", "ascii", False),
+    ]
+
+
+@pytest.mark.parametrize("fixture, encoding", [("cython_lzss.so", "cython-lzss"), ("cython_zlib.so", "cython-zlib")])
+def test_cython_string_table(rules, fixture, encoding):
+    data = (BYNAME / fixture).read_bytes()
+    # only decompression can find them ...
+    for plain in (b"libcudnn", b"libcusolver", b"libnvrtc", b"cusolver64_11"):
+        assert plain not in data
+    # ... and "cusolver64_11.dll" is a Windows name: not CUDA for a Linux binary
+    assert triples(refs(BYNAME / fixture, rules)) == [
+        ("libcudnn.so.9", encoding, False),
+        ("libcusolver.so.11", encoding, False),
+        ("libnvrtc.so.%d", encoding, True),
+    ]
+
+
+@pytest.mark.parametrize("path", [BYNAME / "plain.dll", FIXTURES / "pe" / "plain.dll", FIXTURES / "elf" / "libplain.so"])
+def test_no_cuda_names(rules, path):
+    assert refs(path, rules) == ()
+
+
+@pytest.mark.parametrize("fixture, name", [("loader.dll", b"cusparse64_12.dll\0"), ("libloader.so", b"libcusparse.so.12\0")])
+def test_strings_in_text_are_not_reported(rules, fixture, name):
+    data = (BYNAME / fixture).read_bytes()
+    info = read_path(BYNAME / fixture)
+    (text,) = [s for s in info.sections if s.name == ".text"]
+    at = data.index(name)
+    assert data.count(name) == 1 and text.file_offset <= at < text.file_offset + text.file_size
+    assert name.rstrip(b"\0").decode() not in {r.name for r in find_library_names(data, info, rules)}
+
+
+def test_platform_of_info():
+    assert platform_of_info(read_path(BYNAME / "loader.dll")) == "windows"
+    assert platform_of_info(read_path(BYNAME / "libloader.so")) == "linux"
+
+
+def test_result_is_sorted_unique_and_frozen(rules):
+    found = refs(BYNAME / "loader.dll", rules)
+    assert list(found) == sorted(set(found))
+    with pytest.raises(AttributeError):
+        found[0].name = "x"  # type: ignore[misc]
+
+
+# ---------------------------------------------------------------- synthetic buffers
+
+def fake(data: bytes, fmt: str = "ELF", section: str | None = None, extra=()) -> BinaryInfo:
+    """A BinaryInfo whose one data section is the whole buffer."""
+    section = section or (".rodata" if fmt == "ELF" else ".rdata")
+    return BinaryInfo(format=fmt, machine="x86_64", bits=64, kind="dll",
+                      sections=(Section(section, 0, len(data), 0, len(data)), *extra))
+
+
+def names(data: bytes, rules, fmt="ELF", **kw):
+    return triples(find_library_names(data, fake(data, fmt, **kw), rules))
+
+
+@pytest.mark.parametrize("text, fmt, expected", [
+    (b"\0C:\\CUDA\\v12\\bin\\cudnn64_9.dll\0", "PE", [("cudnn64_9.dll", "ascii", False)]),
+    (b"\0NVCUDA.DLL\0", "PE", [("NVCUDA.DLL", "ascii", False)]),
+    (b"\0could not load cudnn64_9.dll.\0", "PE", [("cudnn64_9.dll", "ascii", False)]),
+    (b"\0%snvcuda.dll\0", "PE", [("nvcuda.dll", "ascii", False)]),
+    (b"\0cublas64_{}.dll\0", "PE", [("cublas64_{}.dll", "ascii", True)]),
+    (b"\0nvrtc64_%d%d_0.dll\0", "PE", [("nvrtc64_%d%d_0.dll", "ascii", True)]),
+    (b"\0/usr/lib/libcudart.so.%d.%d\0", "ELF", [("libcudart.so.%d.%d", "ascii", True)]),
+    (b"\0libcuda.so.1\0libcuda.so\0", "ELF", [("libcuda.so", "ascii", False), ("libcuda.so.1", "ascii", False)]),
+    (b"\0libcudnn_ops.so.9: cannot open\0", "ELF", [("libcudnn_ops.so.9", "ascii", False)]),
+    # not names: glued to more letters, other platforms, other libraries
+    (b"\0nvcuda.dllx\0libcuda.so.1x\0libcuda.so.sym\0", "ELF", []),
+    (b"\0nvcuda.dllx\0cudnn64_9.dll_old\0", "PE", []),
+    (b"\0libcublas.so.12\0", "PE", []),
+    (b"\0cublas64_12.dll\0", "ELF", []),
+    (b"\0zlib1.dll\0libz.so.1\0also.something\0", "PE", []),
+    (b"\0mynvcuda.dll\0", "PE", []),
+])
+def test_plain_names(rules, text, fmt, expected):
+    assert names(text, rules, fmt) == expected
+
+
+def test_utf16(rules):
+    data = b"\0\0" + "C:\\x\\cudnn64_9.dll\0nvrtc64_%d_0.DLL\0".encode("utf-16le") + b"\0\0"
+    assert names(data, rules, "PE") == [("cudnn64_9.dll", "utf-16le", False), ("nvrtc64_%d_0.DLL", "utf-16le", True)]
+    odd = b"\0" + data  # alignment follows the hit
+    assert names(odd, rules, "PE") == names(data, rules, "PE")
+
+
+def test_only_data_sections(rules):
+    data = b"\0nvcuda.dll\0"
+    assert names(data, rules, "PE", section=".rdata") == [("nvcuda.dll", "ascii", False)]
+    assert names(data, rules, "PE", section=".data") == [("nvcuda.dll", "ascii", False)]
+    for other in (".text", ".nv_fatb", "__nv_rel", ".rsrc", ".idata"):
+        assert names(data, rules, "PE", section=other) == []
+    for other in (".text", ".nv_fatbin", "__nv_relfatbin", ".dynstr"):
+        assert names(b"\0libcuda.so.1\0", rules, "ELF", section=other) == []
+
+
+def fatbin_container(payload: bytes) -> bytes:
+    payload += b"\0" * (-len(payload) % 16)
+    return (0xBA55ED50).to_bytes(4, "little") + (1).to_bytes(2, "little") + (16).to_bytes(2, "little") \
+        + len(payload).to_bytes(8, "little") + payload
+
+
+def test_fat_binary_containers_are_skipped(rules):
+    inside = fatbin_container(b"\0libcublas.so.12\0" * 4)
+    data = b"\0libcuda.so.1\0".ljust(32, b"\0") + inside + inside + b"\0libnvrtc.so.12\0"
+    assert names(data, rules, "ELF", section=".data") == [("libcuda.so.1", "ascii", False), ("libnvrtc.so.12", "ascii", False)]
+    # a container header whose size runs past the section is not a container
+    broken = b"\0" * 16 + (0xBA55ED50).to_bytes(4, "little") + b"\1\0\x10\0" + (1 << 40).to_bytes(8, "little") + b"\0libcuda.so.1\0"
+    assert names(broken, rules, "ELF") == [("libcuda.so.1", "ascii", False)]
+
+
+def cython_rodata(blob: bytes, marker=ZLIB_MARKER) -> bytes:
+    return b"\0" + marker + b"\0" * 11 + b"\0" * 16 + blob + b"\0" * 32
+
+
+TABLE = (b"\n?Could not load %s__main____module____name__cline_in_traceback"
+         b"driver.pyxlibcuda.so.1nvcuda.dllcudnn64_9.dlllibcudnn.so.99thload_nvidia_dynamic_lib")
+
+
+@pytest.mark.parametrize("fmt, expected", [
+    ("ELF", ["libcuda.so.1", "libcudnn.so.9"]),
+    ("PE", ["cudnn64_9.dll", "nvcuda.dll"]),
+])
+@pytest.mark.parametrize("encoding, compress", [("cython-zlib", lambda b: zlib.compress(b, 9)),
+                                                ("cython-bz2", lambda b: bz2.compress(b, 9))])
+def test_cython_glued_table(rules, fmt, expected, encoding, compress):
+    data = cython_rodata(compress(TABLE))
+    assert names(data, rules, fmt) == [(n, encoding, False) for n in expected]
+
+
+def test_cython_needs_its_marker(rules):
+    data = cython_rodata(zlib.compress(TABLE, 9), marker=b"something else entirely")
+    assert names(data, rules, "ELF") == []
+
+
+def test_cython_corrupt_blob_is_skipped(rules):
+    blob = bytearray(zlib.compress(TABLE, 9))
+    blob[len(blob) // 2] ^= 0xFF
+    assert names(cython_rodata(bytes(blob)), rules, "ELF") == []
+    truncated = zlib.compress(TABLE, 9)[:-10]
+    assert names(cython_rodata(truncated)[:-32], rules, "ELF") == []
+
+
+def lzss_literals(data: bytes) -> bytes:
+    """Cython's LZSS with literals only: a 0xFF flag byte per 8 bytes."""
+    out = bytearray()
+    for i in range(0, len(data), 8):
+        chunk = data[i:i + 8]
+        out.append((1 << len(chunk)) - 1)
+        out += chunk
+    return bytes(out)
+
+
+def test_lzss_decoder_backreferences():
+    # "abcabc": 3 literals then (distance 0, length 3) in short form;
+    # then a long-form reference (7+7 bit distance) copying 4 bytes from further back.
+    stream = bytes([0b0111, ord("a"), ord("b"), ord("c"), 0x00, 0x00])
+    assert _lzss(stream + b"\0" * 8, 0, len(stream) + 8)[0][:6] == b"abcabc"
+    text = bytes(range(32, 128)) * 3  # 288 bytes: whole flag groups
+    head = lzss_literals(text)
+    # copy text[0:4] to the end: the copy ends 288 - 4 bytes before the output's end
+    back = len(text) - 4 - 0x80
+    ref = bytes([0b0, 0x80 | (back & 0x7F), 0x80 | (back >> 7), 4 - 3])
+    out, _ = _lzss(head + ref + b"\0" * 8, 0, len(head) + len(ref) + 8)
+    assert out[:292] == text + text[:4]
+    # the 2+7 bit form: distance 0x80 + 5, length 3 + 2
+    ref = bytes([0b0, 0x80 | 5, 2])
+    out, _ = _lzss(head + ref + b"\0" * 8, 0, len(head) + len(ref) + 8)
+    assert out[288:293] == text[288 - 0x85 - 5:288 - 0x85]
+    # a reference before the start of the output ends decoding
+    assert _lzss(bytes([0b110, 0x41, 0x05, 0x01, 0, 0]), 0, 6)[0] == b""
+
+
+def test_cython_lzss_table(rules):
+    data = cython_rodata(lzss_literals(TABLE), marker=LZSS_MARKER)
+    assert names(data, rules, "ELF") == [("libcuda.so.1", "cython-lzss", False),
+                                         ("libcudnn.so.9", "cython-lzss", False)]
+    # without Cython's boilerplate names it is not taken for a string table
+    plain = TABLE.replace(b"__main__", b"").replace(b"__name__", b"").replace(b"cline_in_traceback", b"")
+    assert names(cython_rodata(lzss_literals(plain), marker=LZSS_MARKER), rules, "ELF") == []
+
+
+def test_pe_directory_names_are_not_by_name_loads(rules, monkeypatch):
+    """MSVC merges the import/export directories' DLL names into .rdata; they
+    are skipped by file offset. Here: loader.dll's export name, renamed to a
+    CUDA name of the same length, with .edata/.idata presented as .rdata."""
+    import cuda4amd.byname as byname
+
+    data = (BYNAME / "loader.dll").read_bytes()
+    assert data.count(b"loader.dll\0") == 1
+    data = data.replace(b"loader.dll\0", b"nvcuda.dll\0")
+    info = read_bytes(data)
+    merged = BinaryInfo(**{**info.__dict__, "sections": tuple(
+        Section(".rdata", s.virtual_address, s.virtual_size, s.file_offset, s.file_size)
+        if s.name in (".idata", ".edata") else s for s in info.sections)})
+    expected = triples(refs(BYNAME / "loader.dll", rules))
+    assert triples(find_library_names(data, merged, rules)) == expected
+    monkeypatch.setattr(byname, "_pe_directory_names", lambda buf: set())
+    assert ("nvcuda.dll", "ascii", False) in triples(find_library_names(data, merged, rules))
+
+
+def test_memoryview_and_bytes_agree(rules):
+    data = (BYNAME / "cython_zlib.so").read_bytes()
+    info = read_bytes(data)
+    assert find_library_names(memoryview(data), info, rules) == find_library_names(data, info, rules)
+
+
+# ---------------------------------------------------------------- robustness
+
+def _rodata(path):
+    info = read_path(path)
+    (ro,) = [s for s in info.sections if s.name == ".rodata"]
+    return info, ro.file_offset, ro.file_offset + ro.file_size
+
+
+_CY = {name: (BYNAME / name).read_bytes() for name in ("cython_lzss.so", "cython_zlib.so")}
+_CY_INFO = {name: _rodata(BYNAME / name) for name in _CY}
+
+
+@settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(which=st.sampled_from(sorted(_CY)),
+       edits=st.lists(st.tuples(st.floats(0, 1, exclude_max=True), st.integers(0, 255)), min_size=1, max_size=24),
+       cut=st.one_of(st.none(), st.floats(0, 1)),
+       reparse=st.booleans())
+def test_fuzz_cython_fixtures(rules, which, edits, cut, reparse):
+    """Mutated Cython modules: mostly inside .rodata (where the blob is), with
+    the original section table (so the decoders see the damage) or re-read."""
+    data = bytearray(_CY[which])
+    info, lo, hi = _CY_INFO[which]
+    for where, value in edits:
+        data[lo + int(where * (hi - lo))] = value
+    if cut is not None:
+        del data[int(cut * len(data)):]
+    data = bytes(data)
+    if reparse:
+        try:
+            info = read_bytes(data)
+        except MalformedBinary:
+            return
+    try:
+        found = find_library_names(data, info, rules)
+    except MalformedBinary:
+        return
+    assert all(isinstance(r, NameReference) for r in found)
+
+
+@settings(max_examples=60, deadline=None)
+@given(st.binary(max_size=4096), st.sampled_from(["PE", "ELF"]))
+def test_fuzz_random_sections(rules, blob, fmt):
+    data = b"\0" + ZLIB_MARKER + LZSS_MARKER + b"\0" + blob
+    try:
+        find_library_names(data, fake(data, fmt), rules)
+    except MalformedBinary:
+        pass
+
+
+def test_hostile_hit_count_is_capped(rules, monkeypatch):
+    import cuda4amd.byname as byname
+
+    monkeypatch.setattr(byname, "MAX_HITS", 1000)
+    data = b".so" * 2000
+    with pytest.raises(MalformedBinary, match="'.dll'/'.so' strings"):
+        find_library_names(data, fake(data), rules)
+
+
+# ---------------------------------------------------------------- real wheels
+
+CUPY = "cupy-cuda12x==14.2.0"
+CTRANSLATE2 = "ctranslate2==4.8.5"
+CUDART = "nvidia-cuda-runtime-cu12==12.9.79"
+CUFFT = "nvidia-cufft-cu12==11.4.1.4"
+
+
+def tree(spec):
+    from wheelcache import Unavailable, unpacked
+
+    try:
+        return unpacked(spec)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("spec, path, expected", [
+    # strings(1) shows both in .rdata; ctranslate2.dll imports neither (cuBLAS is
+    # loaded by name, nvcuda.dll by the statically linked CUDA runtime)
+    (CTRANSLATE2, "ctranslate2/ctranslate2.dll", ["cublas64_12.dll", "nvcuda.dll"]),
+    # the cuDNN 9 front loads its sub-libraries; its own name (export directory) is not a load
+    (CTRANSLATE2, "ctranslate2/cudnn64_9.dll",
+     ["cudnn_adv64_9.dll", "cudnn_cnn64_9.dll", "cudnn_graph64_9.dll", "cudnn_ops64_9.dll"]),
+    (CUDART, "nvidia/cuda_runtime/bin/cudart64_12.dll", ["nvcuda.dll"]),
+    # "libnvrtc.so"/"libnvjitlink.so" in its messages are Linux names: not for a DLL
+    (CUFFT, "nvidia/cufft/bin/cufft64_11.dll", ["nvJitLink_120_0.dll", "nvcuda.dll", "nvrtc64_120_0.dll"]),
+    # "cufft64_11.dll" in its .rdata is its static import's name
+    (CUFFT, "nvidia/cufft/bin/cufftw64_11.dll", ["nvcuda.dll"]),
+    # cudart_static inside these Cython modules loads nvcuda.dll by name
+    (CUPY, "cupy_backends/cuda/api/runtime.cp312-win_amd64.pyd", ["nvcuda.dll"]),
+    (CUPY, "cupy/cuda/jitify.cp312-win_amd64.pyd", ["nvcuda.dll"]),  # nvrtc64_120_0.dll: static import
+    (CUPY, "cupy_backends/cuda/libs/cublas.cp312-win_amd64.pyd", []),  # cublas64_12.dll: static import
+])
+def test_real_ascii_names(rules, spec, path, expected):
+    found = refs(tree(spec) / path, rules)
+    assert [(r.name, r.encoding) for r in found] == [(n, "ascii") for n in expected]
+
+
+@pytest.mark.acceptance
+def test_real_cupy_cython_zlib_tables(rules):
+    """cupy 14.2.0 is built with Cython 3.2.4: zlib-compressed string tables.
+    driver.pyx's table holds "libcuda.so.1" and "nvcuda.dll" glued together
+    ("...driver.pyxlibcuda.so.1nvcuda.dll..."), found only by inflating it."""
+    from cuda4amd.byname import PE_CONST_SECTIONS, _cython_tables, _ranges
+
+    root = tree(CUPY)
+    path = root / "cupy_backends/cuda/api/driver.cp312-win_amd64.pyd"
+    data = path.read_bytes()
+    assert b"_cython_3_2_4" in data and b"nvcuda.dll" not in data
+    tables = list(_cython_tables(data, _ranges(read_path(path), PE_CONST_SECTIONS, len(data))))
+    assert [encoding for encoding, _ in tables] == ["cython-zlib"]
+    assert b"libcuda.so.1nvcuda.dll" in tables[0][1]
+    assert triples(refs(path, rules)) == [("nvcuda.dll", "cython-zlib", False)]
+    # every Cython module of the wheel has exactly one compressed table, except
+    # the two enum-only modules whose tables are too small to compress
+    without = []
+    for pyd in sorted(root.rglob("*.pyd")):
+        blob = pyd.read_bytes()
+        found = list(_cython_tables(blob, _ranges(read_path(pyd), PE_CONST_SECTIONS, len(blob))))
+        assert len(found) <= 1
+        if not found:
+            without.append(pyd.name)
+    assert sorted(without) == ["_driver_enum.cp312-win_amd64.pyd", "_runtime_enum.cp312-win_amd64.pyd",
+                               "numpy_allocator.cp312-win_amd64.pyd"]
+
+
+@pytest.mark.acceptance
+def test_real_cupy_names(rules):
+    root = tree(CUPY)
+    found = {}
+    for pyd in sorted(root.rglob("*.pyd")):
+        for r in refs(pyd, rules):
+            found.setdefault((r.name, r.encoding), []).append(pyd.relative_to(root).as_posix())
+    assert sorted(found) == [("nvcuda.dll", "ascii"), ("nvcuda.dll", "cython-zlib")]
+    assert found[("nvcuda.dll", "cython-zlib")] == ["cupy_backends/cuda/api/driver.cp312-win_amd64.pyd"]
+    assert sorted(found[("nvcuda.dll", "ascii")]) == [
+        "cupy/cuda/cub.cp312-win_amd64.pyd",
+        "cupy/cuda/jitify.cp312-win_amd64.pyd",
+        "cupy/cuda/thrust.cp312-win_amd64.pyd",
+        "cupy/random/_generator_api.cp312-win_amd64.pyd",
+        "cupy_backends/cuda/api/runtime.cp312-win_amd64.pyd",
+    ]
+
+
+def test_expand_template(rules):
+    from cuda4amd.byname import expand_template
+
+    assert expand_template("nvrtc64_%d_0.dll", rules, "windows") == (
+        "nvrtc64_100_0.dll", "nvrtc64_101_0.dll", "nvrtc64_102_0.dll", "nvrtc64_110_0.dll",
+        "nvrtc64_111_0.dll", "nvrtc64_112_0.dll", "nvrtc64_120_0.dll", "nvrtc64_130_0.dll")
+    assert expand_template("libnvrtc.so.%d", rules, "linux") == ("libnvrtc.so.12", "libnvrtc.so.13")
+    assert "libnvrtc.so.9" in expand_template("libnvrtc.so.%d", rules, "linux", unknown=True)
+    assert expand_template("cudnn_%s64_9.dll", rules, "windows") == (
+        "cudnn_adv64_9.dll", "cudnn_cnn64_9.dll", "cudnn_engines_precompiled64_9.dll",
+        "cudnn_engines_runtime_compiled64_9.dll", "cudnn_graph64_9.dll", "cudnn_heuristic64_9.dll",
+        "cudnn_ops64_9.dll")
+    assert expand_template("nvcuda.dll", rules, "windows") == ("nvcuda.dll",)
+    assert expand_template("zlib1.dll", rules, "windows") == ()
+    assert expand_template("libcuda.so.1", rules, "windows") == ()
