@@ -39,6 +39,7 @@ class Edge:
     how: str  # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | system | unresolved
     in_tree: bool
     system_kind: str | None = None
+    template: str | None = None  # a by-name load written as a pattern, e.g. nvrtc64_%d_0.dll
 
 
 def platform_of(binary: ScannedBinary) -> Platform:
@@ -98,6 +99,7 @@ def build_graph(
     system: SystemLibraries,
     search_paths: Iterable[Path] = (),
     target_root: Path | None = None,
+    expand=lambda template, platform: (),
 ) -> tuple[nx.DiGraph, list[Edge]]:
     """Resolve every import of every binary; return the graph and its edges."""
     index = _TreeIndex(binaries, aliases)
@@ -113,30 +115,51 @@ def build_graph(
         graph.add_node(binary.path, kind="binary", format=binary.info.format)
     for binary in binaries:
         platform = platform_of(binary)
+
+        def resolve(name):
+            return _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system)
+
         for imported in binary.info.imports:
-            resolved, how, in_tree, system_kind = _resolve(
-                binary, imported.name, platform, index, disk, extra, app_folders, target_root, system
+            resolved, how, in_tree, system_kind = resolve(imported.name)
+            edges.append(
+                Edge(binary.path, imported.name, imported.load, imported.symbols, imported.ordinals,
+                     platform, resolved, how, in_tree, system_kind)
             )
-            edge = Edge(
-                source=binary.path,
-                name=imported.name,
-                load=imported.load,
-                symbols=imported.symbols,
-                ordinals=imported.ordinals,
-                platform=platform,
-                resolved=resolved,
-                how=how,
-                in_tree=in_tree,
-                system_kind=system_kind,
-            )
-            edges.append(edge)
-            if edge.how == "system":
-                continue  # system libraries are known and kept out of the findings
-            node = edge.resolved if edge.in_tree else f"lib:{edge.name.casefold() if platform == 'windows' else edge.name}"
-            if not edge.in_tree:
-                graph.add_node(node, kind="library", name=edge.name, resolved=edge.resolved)
-            graph.add_edge(binary.path, node, load=edge.load, name=edge.name, how=edge.how)
+        edges += _by_name_edges(binary, platform, resolve, expand)
+    for edge in edges:
+        if edge.how == "system":
+            continue  # system libraries are known and kept out of the findings
+        shown = edge.template or edge.name
+        node = edge.resolved if edge.in_tree else f"lib:{shown.casefold() if edge.platform == 'windows' else shown}"
+        if not edge.in_tree:
+            graph.add_node(node, kind="library", name=shown, resolved=edge.resolved)
+        graph.add_edge(edge.source, node, load=edge.load, name=shown, how=edge.how)
     return graph, edges
+
+
+def _by_name_edges(binary: ScannedBinary, platform: Platform, resolve, expand) -> list[Edge]:
+    """Edges for the CUDA libraries a binary names for loading at run time.
+
+    A name it also imports is not a second edge; a template stands for the
+    first of its expansions found in the tree, or else for its first expansion.
+    """
+    fold = str.casefold if platform == "windows" else (lambda name: name)
+    seen = {fold(i.name) for i in binary.info.imports} | {fold(posixpath.basename(binary.path))}
+    edges = []
+    for ref in binary.by_name:
+        candidates = expand(ref.name, platform) if ref.template else (ref.name,)
+        if not candidates or fold(ref.name) in seen:
+            continue
+        seen.add(fold(ref.name))
+        found = [(name, resolve(name)) for name in candidates]
+        name, (resolved, how, in_tree, system_kind) = next(
+            ((n, r) for n, r in found if r[2]), found[0]
+        )
+        edges.append(
+            Edge(binary.path, name, "by-name", (), (), platform, resolved, how, in_tree, system_kind,
+                 template=ref.name if ref.template else None)
+        )
+    return edges
 
 
 def _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system):

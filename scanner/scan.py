@@ -18,6 +18,7 @@ from typing import Callable, Sequence
 import networkx as nx
 
 from . import discover as discovery
+from .byname import expand_template
 from .classify import binary_identities, classify_edges, in_tree_identities
 from .distributions import Distribution, find_distributions, owner_map
 from .graph import build_graph
@@ -92,7 +93,14 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
-    graph, edges = build_graph(binaries, found.aliases, rules, options.search_paths, target.path if target.kind != "archive" else None)
+    graph, edges = build_graph(
+        binaries,
+        found.aliases,
+        rules,
+        options.search_paths,
+        target.path if target.kind != "archive" else None,
+        expand=lambda template, platform: expand_template(template, rules, platform),
+    )
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)

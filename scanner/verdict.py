@@ -109,7 +109,7 @@ def _judge_kernels(result: BinaryVerdict) -> None:
 
 def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) -> None:
     ident, edge = dep.identity, dep.edge
-    name, family, load = edge.name, ident.family_name, edge.load
+    name, family, load = edge.template or edge.name, ident.family_name, edge.load
     eager = load == "static" and (edge.platform == "windows" or bind_now)
     if ident.route in ("redirect", "stub"):
         result.worsen("ready")

@@ -141,3 +141,60 @@ def test_ctranslate2_wheel(scan):
     assert cudnn["nvidia_library"]["route"] == "redirect" and cudnn["verdict"] == "ready"
     assert binaries["ctranslate2/ctranslate2.dll"]["machine"] == "x86_64"
     assert report["errors"] == []
+
+
+CUPY_SASS = ["sm_50", "sm_52", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86", "sm_89", "sm_90", "sm_100f", "sm_120f"]
+
+
+def test_cupy_kernel_extensions_carry_ptx_and_sass(cupy_report):
+    # archs verified independently by fixtures/kernels/carve.py, a separate carver
+    binaries = by_path(cupy_report)
+    for path in ("cupy/cuda/cub.cp312-win_amd64.pyd", "cupy/cuda/thrust.cp312-win_amd64.pyd", "cupy/random/_generator_api.cp312-win_amd64.pyd"):
+        kernels = binaries[path]["kernels"]
+        assert kernels["state"] == "ptx-available", path
+        assert kernels["sass"] == CUPY_SASS
+        assert kernels["ptx"] == [{"arch": "sm_100", "isa": "8.8"}]
+        assert kernels["sections"] == [".nv_fatb"]
+        # the statically linked CUDA runtime loads the driver by name
+        assert dependency(binaries[path], "nvcuda.dll")["load"] == "by-name"
+        assert binaries[path]["verdict"] == "ready"
+
+
+def test_ctranslate2_loads_cublas_by_name_and_its_kernels_carry_ptx(scan):
+    report = scan(fetch(unpacked, CTRANSLATE2))
+    library = by_path(report)["ctranslate2/ctranslate2.dll"]
+    cublas = dependency(library, "cublas64_12.dll")
+    assert (cublas["load"], cublas["family"], cublas["route"]) == ("by-name", "blas", "redirect")
+    assert library["kernels"]["state"] == "ptx-available"
+    assert library["kernels"]["ptx"] == [{"arch": "sm_86", "isa": "8.7"}]
+    assert library["kernels"]["sass"] == ["sm_53", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86"]
+    assert library["verdict"] == "ready"
+
+
+def test_installed_packages_are_reported_per_distribution(tmp_path, scan):
+    import subprocess
+    import sys
+
+    wheels = [str(fetch(wheel, spec)) for spec in (CUPY, CTRANSLATE2, CUFFT)]
+    site = tmp_path / "site-packages"
+    subprocess.run(
+        [sys.executable, "-m", "pip", "install", "--quiet", "--no-deps", "--no-index", "--target", str(site),
+         "--platform", "win_amd64", "--python-version", "3.12", "--only-binary=:all:", *wheels],
+        check=True,
+    )
+    report = scan(site)
+    packages = {p["name"]: p for p in report["packages"]}
+    assert {name: (p["version"], p["verdict"], p["framework"]) for name, p in packages.items()} == {
+        "cupy-cuda12x": ("14.2.0", "partial", "cupy"),
+        "ctranslate2": ("4.8.5", "ready", "ctranslate2"),
+        "nvidia-cufft-cu12": ("11.4.1.4", "partial", None),
+    }
+    cupy = packages["cupy-cuda12x"]
+    assert cupy["reasons"][0].startswith("curand.cp312-win_amd64.pyd: curand64_10.dll: needs cuRAND")
+    assert 'set CUPY_ACCELERATORS="" so CuPy avoids cuTENSOR' in cupy["advice"]
+    owned = {b["path"]: b["distribution"] for b in report["binaries"]}
+    assert owned["cupy/cuda/cub.cp312-win_amd64.pyd"] == "cupy-cuda12x"
+    assert owned["nvidia/cufft/bin/cufftw64_11.dll"] == "nvidia-cufft-cu12"
+    # the NVIDIA library ZLUDA does not replace is judged by its own kernels
+    cufftw = by_path(report)["nvidia/cufft/bin/cufftw64_11.dll"]
+    assert cufftw["nvidia_library"]["basis"] == "in-tree" and cufftw["kernels"]["state"] == "sass-only"

@@ -237,3 +237,28 @@ def test_kernel_verdicts(scan):
         "corrupt/libaxpy_sass86_oversize.so": "kernels",
     }
     assert "corrupt/libaxpy_mixed_cut.so" in binaries
+
+
+def test_by_name_loads_are_edges_that_degrade_at_most(scan):
+    report = scan(FIXTURES / "byname")
+    binaries = by_path(report)
+    loader = binaries["loader.dll"]
+    assert {d["name"]: (d["load"], d["family"], d["route"]) for d in loader["dependencies"] if d["family"]} == {
+        "cudnn64_9.dll": ("by-name", "dnn", "redirect"),
+        "cublasLt64_12.dll": ("by-name", "blaslt", "redirect"),
+        "nvrtc64_%d_0.dll": ("by-name", "nvrtc", "passthrough"),
+        "cufft64_%d.dll": ("by-name", "fft", "stub"),
+    }
+    assert loader["verdict"] == "degraded"
+    assert loader["reasons"] == ["cufft64_%d.dll: ZLUDA's cuFFT replacement has no implemented functions; every call returns NOT_SUPPORTED"]
+    elf = binaries["libloader.so"]
+    tensorrt = dependency(elf, "libnvinfer.so.10")
+    assert (tensorrt["load"], tensorrt["route"]) == ("by-name", "blocked")
+    # a blocked library loaded by name degrades the binary; it does not block it
+    assert elf["verdict"] == "degraded"
+    assert elf["reasons"][0].startswith("libnvinfer.so.10 (loaded by name): the binary loads, but what uses it fails; needs TensorRT")
+    # Cython's compressed string table is read too
+    for module in ("cython_lzss.so", "cython_zlib.so"):
+        names = {d["name"] for d in binaries[module]["dependencies"]}
+        assert names >= {"libcudnn.so.9", "libcusolver.so.11", "libnvrtc.so.%d"}
+    assert binaries["plain.dll"]["verdict"] == "no-cuda"

@@ -76,7 +76,7 @@ def _package(package) -> dict:
 def _dependency(dep) -> dict:
     edge, ident = dep.edge, dep.identity
     return {
-        "name": edge.name,
+        "name": edge.template or edge.name,
         "family": ident.family,
         "load": edge.load,
         "route": ident.route,
