@@ -31,13 +31,15 @@ def main() -> None:
 @click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
+@click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
-def scan(target, fmt, output, zluda_release, engine, search_paths, rule_dirs, verbose) -> None:
+def scan(target, fmt, output, zluda_release, engine, search_paths, rule_dirs, host, verbose) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
     """
     from .discover import TargetError
+    from .host import HostReportError
     from .report import format_for_path, renderer
     from .report.document import build
     from .rules import RulesError
@@ -54,11 +56,12 @@ def scan(target, fmt, output, zluda_release, engine, search_paths, rule_dirs, ve
         engine=engine,
         search_paths=tuple(Path(p) for p in search_paths),
         rule_dirs=tuple(Path(p) for p in rule_dirs),
+        host=host,
     )
     try:
         with _progress() as progress:
             result = run_scan(options, progress)
-    except (TargetError, RulesError) as exc:
+    except (TargetError, RulesError, HostReportError) as exc:
         click.echo(f"cuda4amd: {exc}", err=True)
         sys.exit(EXIT_USAGE)
 
@@ -74,6 +77,15 @@ def scan(target, fmt, output, zluda_release, engine, search_paths, rule_dirs, ve
         if output:
             click.echo(f"report written to {output}")
     sys.exit(EXIT_FOR_VERDICT[result.verdict])
+
+
+def _register_commands() -> None:
+    from .host.doctor import doctor
+
+    main.add_command(doctor)
+
+
+_register_commands()
 
 
 def _width() -> int:

@@ -26,6 +26,7 @@ from .model import FileError, ScannedBinary
 from .payload import PayloadInspector
 from .readers import MalformedBinary, mapped, read_buffer
 from .rules import RuleSet, ZludaRelease, load_rules
+from .host import HostReport, detect_host, host_gaps, load_host_report
 from .packages import PackageVerdict, package_verdicts
 from .verdict import BinaryVerdict, decide, overall
 
@@ -41,6 +42,7 @@ class ScanOptions:
     engine: str = "fast"
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
+    host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
 
 
 @dataclass
@@ -54,6 +56,8 @@ class ScanResult:
     graph: nx.DiGraph
     files_seen: int
     packages: list[PackageVerdict] = field(default_factory=list)
+    host: HostReport | None = None
+    basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
 
 
@@ -101,12 +105,14 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         target.path if target.kind != "archive" else None,
         expand=lambda template, platform: expand_template(template, rules, platform),
     )
+    host, basis, judge_host = _host(options, target, rules)
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
-    verdicts = decide(binaries, dependencies, identities)
+    gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
+    verdicts = decide(binaries, dependencies, identities, gaps)
     packages = _packages(verdicts, distributions, options, rules)
     timings["analyse"] = time.perf_counter() - clock
 
@@ -120,8 +126,33 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         graph=graph,
         files_seen=found.files_seen,
         packages=packages,
+        host=host,
+        basis=basis,
         timings=timings,
     )
+
+
+def _host(options: ScanOptions, target: discovery.Target, rules: RuleSet) -> tuple[HostReport | None, str, bool]:
+    """(host report, what the verdict is based on, whether host gaps count)."""
+    if options.host == "none":
+        return None, "software-only: the host was not examined (--host none)", False
+    if options.host != "auto":
+        host = load_host_report(options.host)
+        return host, f"judged for the recorded host {Path(options.host).name} ({_gpu_text(host)})", True
+    host = detect_host(target=str(target.path), rules=rules)
+    if host.gpu is None and not host.sdks:
+        return host, (
+            "software-only: no AMD GPU or HIP SDK was found on this machine "
+            "(pass --host FILE.json, made by `cuda4amd doctor --format json`, to judge for another machine)"
+        ), False
+    return host, f"judged for this machine ({_gpu_text(host)})", True
+
+
+def _gpu_text(host: HostReport) -> str:
+    gpu = host.gpu
+    if gpu is None:
+        return "no AMD GPU"
+    return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
 
 
 def _packages(verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet) -> list[PackageVerdict]:

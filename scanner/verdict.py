@@ -44,13 +44,17 @@ def decide(
     binaries: list[ScannedBinary],
     dependencies: list[Dependency],
     identities: dict[str, Identity],
+    host_gaps: dict[str, list[str]] | None = None,
 ) -> list[BinaryVerdict]:
+    """Verdicts per binary. `host_gaps` (family -> reasons the host cannot
+    serve it; "driver_api" ones hit every CUDA user) comes from cuda4amd.host."""
     by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
     for dep in dependencies:
         by_source[dep.edge.source].append(dep)
     results = {b.path: BinaryVerdict(b, identities[b.path], by_source[b.path]) for b in binaries}
     for result in results.values():
         _judge_own(result)
+        _judge_host(result, host_gaps or {})
     _propagate(results)
     return [results[b.path] for b in binaries]
 
@@ -89,6 +93,18 @@ def _judge_own(result: BinaryVerdict) -> None:
                 result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system library")
             continue
         _judge_dependency(result, dep, bind_now)
+
+
+def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]]) -> None:
+    if result.verdict == "no-cuda" or result.identity.route in ("redirect", "stub"):
+        return
+    for gap in gaps.get("driver_api", ()):
+        result.worsen("blocked", f"this host: {gap}")
+    for dep in result.dependencies:
+        if dep.identity.route != "redirect":
+            continue
+        for gap in gaps.get(dep.identity.family, ()):
+            result.worsen("blocked" if dep.edge.load == "static" else "degraded", f"this host: {gap}")
 
 
 def _judge_kernels(result: BinaryVerdict) -> None:

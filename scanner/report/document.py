@@ -23,7 +23,8 @@ def build(result) -> dict:
         "tool": {"name": "cuda4amd", "version": __version__},
         "target": {"path": result.target.display, "kind": result.target.kind},
         "verdict": result.verdict,
-        "basis": "software-only: no host (GPU, HIP SDK) was examined",
+        "basis": result.basis,
+        "host": result.host.to_dict() if result.host is not None else None,
         "zluda": {"release": result.release.tag, "commit": result.release.commit},
         "engine": result.engine,
         "summary": {

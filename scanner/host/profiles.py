@@ -1,0 +1,239 @@
+"""AMD GPU profiles: what each ``gfx`` target means for ZLUDA (rules/host/gpus.toml).
+
+    profiles = load_profiles()                 # the shipped rules/host/gpus.toml
+    p = profiles.get("gfx1031")                # GpuProfile or None
+    profiles.gfx_for_name("AMD Radeon RX 6700 XT")   # "gfx1031"
+    profiles.gfx_for_pci_id("73DF")                  # "gfx1031"
+
+Frozen dataclasses, no module state; invalid data raises
+``cuda4amd.rules.RulesError(path, message)`` like every other rule file.
+"""
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from types import MappingProxyType
+from typing import Mapping
+
+from ..rules import (
+    Provenance,
+    RulesError,
+    _check,
+    _check_platform_value,
+    _is_bool,
+    _is_nonempty_str,
+    _is_str,
+    _is_str_list,
+    _provenance,
+    _read_toml,
+    _rows,
+    _top_level,
+    shipped_rules_dir,
+)
+
+__all__ = ["GpuProfile", "GpuProfiles", "load_profiles", "normalize_model", "gfx_from_target_version",
+           "base_gfx", "gfx_major", "zluda_capable", "GPU_PROFILES_FILE", "FAMILIES", "PITFALL_IDS"]
+
+#: path of the shipped file, relative to the rules folder
+GPU_PROFILES_FILE = Path("host") / "gpus.toml"
+FAMILIES: tuple[str, ...] = ("rdna4", "rdna3", "rdna2", "rdna1", "gcn5", "gcn4")
+#: platform pitfalls the host code refers to; the shipped file must define them
+PITFALL_IDS: tuple[str, ...] = ("hsa-override-windows", "miopen-windows", "hip-path-windows")
+
+_GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
+_PCI_RE = re.compile(r"^[0-9A-F]{4}$")
+_VERSION_RE = re.compile(r"^\d+(\.\d+)*$")
+
+
+@dataclass(frozen=True)
+class GpuProfile:
+    gfx: str
+    generation: str
+    family: str
+    integrated: bool
+    wave32: bool
+    upstream_zluda: bool
+    windows_hip_sdk: bool
+    windows_hip_sdk_note: str = ""
+    example_models: str = ""
+    models: tuple[str, ...] = ()
+    pci_ids: tuple[str, ...] = ()
+    no_official_rocblas: tuple[str, ...] = ()
+    linux_override: str = ""
+    min_windows_hip_sdk: str = ""
+    notes: str = ""
+    pitfalls: tuple[str, ...] = ()
+
+    @property
+    def is_gcn(self) -> bool:
+        return self.family.startswith("gcn")
+
+    def official_rocblas(self, platform: str) -> bool:
+        """False where AMD's official rocBLAS builds are known to carry no kernels."""
+        return platform not in self.no_official_rocblas
+
+
+@dataclass(frozen=True, eq=False)
+class GpuProfiles:
+    profiles: Mapping[str, GpuProfile]
+    pitfalls: Mapping[str, tuple[str, str]]  # id -> (platform, text)
+    provenance: Provenance | None = None
+    _by_name: Mapping[str, str] = field(default_factory=dict, init=False, repr=False)
+    _by_pci: Mapping[str, str] = field(default_factory=dict, init=False, repr=False)
+
+    def __post_init__(self) -> None:
+        by_name: dict[str, str] = {}
+        by_pci: dict[str, str] = {}
+        for p in self.profiles.values():
+            for m in p.models:
+                by_name.setdefault(normalize_model(m), p.gfx)
+            for pid in p.pci_ids:
+                by_pci.setdefault(pid, p.gfx)
+        object.__setattr__(self, "_by_name", MappingProxyType(by_name))
+        object.__setattr__(self, "_by_pci", MappingProxyType(by_pci))
+
+    def get(self, gfx: str | None) -> GpuProfile | None:
+        if not gfx:
+            return None
+        return self.profiles.get(base_gfx(gfx))
+
+    def gfx_for_name(self, name: str) -> str | None:
+        """The gfx of a marketing/adapter name ("AMD Radeon RX 7900 XTX"), exact
+        after normalisation; None for generic names ("AMD Radeon(TM) Graphics")."""
+        return self._by_name.get(normalize_model(name))
+
+    def gfx_for_pci_id(self, device_id: str) -> str | None:
+        return self._by_pci.get(device_id.upper().removeprefix("0X").zfill(4))
+
+    def pitfall(self, pitfall_id: str) -> str:
+        return self.pitfalls[pitfall_id][1]
+
+
+_NOISE = re.compile(r"\((?:tm|r)\)|™|®|\b(?:amd|ati|series|graphics)\b")
+
+
+def normalize_model(name: str) -> str:
+    """'AMD Radeon(TM) RX 580 Series' -> 'radeon rx 580'."""
+    s = _NOISE.sub(" ", name.lower())
+    s = re.sub(r"[^a-z0-9]+", " ", s)
+    return " ".join(s.split())
+
+
+def base_gfx(target: str) -> str:
+    """'gfx1030:sramecc-:xnack-' -> 'gfx1030'; 'gfx906-xnack-' -> 'gfx906'."""
+    return re.split(r"[:\-]", target.strip(), maxsplit=1)[0].lower()
+
+
+def gfx_major(gfx: str) -> int:
+    """gfx1100 -> 11, gfx906 / gfx90a -> 9 (0 when it cannot be read)."""
+    digits = base_gfx(gfx)[3:]
+    return int(digits[:-2]) if len(digits) >= 3 and digits[:-2].isdigit() else 0
+
+
+def zluda_capable(profiles: "GpuProfiles", gfx: str | None) -> bool | None:
+    """Whether upstream ZLUDA can target `gfx`: the profile says; without one,
+    gfx10+ (RDNA, wave32) yes and gfx6-9 (GCN/CDNA, wave64) no; None if no gfx."""
+    if not gfx:
+        return None
+    prof = profiles.get(gfx)
+    if prof is not None:
+        return prof.upstream_zluda
+    return gfx_major(gfx) >= 10
+
+
+def gfx_from_target_version(value: int) -> str | None:
+    """KFD's gfx_target_version (major*10000 + minor*100 + stepping) -> 'gfx1100';
+    90010 -> 'gfx90a'. None for 0 (CPU nodes) and nonsense."""
+    if value <= 0:
+        return None
+    major, rest = divmod(value, 10000)
+    minor, stepping = divmod(rest, 100)
+    if major < 6 or minor > 15 or stepping > 15:
+        return None
+    return f"gfx{major}{minor:x}{stepping:x}"
+
+
+_GPU_REQUIRED = {"gfx": _is_nonempty_str, "generation": _is_nonempty_str, "family": _is_str,
+                 "integrated": _is_bool, "wave32": _is_bool, "upstream_zluda": _is_bool,
+                 "windows_hip_sdk": _is_bool}
+_GPU_OPTIONAL = {"windows_hip_sdk_note": _is_str, "example_models": _is_str, "models": _is_str_list,
+                 "pci_ids": _is_str_list, "no_official_rocblas": _is_str_list, "linux_override": _is_str,
+                 "min_windows_hip_sdk": _is_str, "notes": _is_str, "pitfalls": _is_str_list}
+_PITFALL_REQUIRED = {"id": _is_nonempty_str, "platform": _is_str, "text": _is_nonempty_str}
+
+
+def load_profiles(path: str | os.PathLike[str] | None = None) -> GpuProfiles:
+    """Parse and validate a GPU profiles file (default: the shipped one)."""
+    path = Path(path) if path is not None else shipped_rules_dir() / GPU_PROFILES_FILE
+    doc = _read_toml(path)
+    prov = _provenance(path, doc)
+    _top_level(path, doc, ("provenance", "gpu", "pitfall"))
+    profiles: dict[str, GpuProfile] = {}
+    names: dict[str, str] = {}
+    pcis: dict[str, str] = {}
+    for i, row in enumerate(_rows(path, doc, "gpu")):
+        where = f"gpu #{i + 1}"
+        if isinstance(row, dict) and isinstance(row.get("gfx"), str):
+            where = f"gpu {row['gfx']!r}"
+        _check(path, where, row, _GPU_REQUIRED, _GPU_OPTIONAL)
+        gfx = row["gfx"]
+        if not _GFX_RE.match(gfx):
+            raise RulesError(path, f"{where}: gfx must look like 'gfx1100', got {gfx!r}")
+        if gfx in profiles:
+            raise RulesError(path, f"duplicate gpu {gfx!r}")
+        if row["family"] not in FAMILIES:
+            raise RulesError(path, f"{where}: family must be one of {', '.join(FAMILIES)}, got {row['family']!r}")
+        if row["upstream_zluda"] and not row["wave32"]:
+            raise RulesError(path, f"{where}: upstream_zluda needs wave32 (upstream ZLUDA compiles for wave32)")
+        for m in row.get("models", ()):
+            key = normalize_model(m)
+            if not key:
+                raise RulesError(path, f"{where}: model {m!r} is empty after normalisation")
+            if names.get(key, gfx) != gfx:
+                raise RulesError(path, f"{where}: model {m!r} is already a model of {names[key]}")
+            names[key] = gfx
+        for pid in row.get("pci_ids", ()):
+            if not _PCI_RE.match(pid):
+                raise RulesError(path, f"{where}: pci id must be 4 upper-case hex digits, got {pid!r}")
+            if pcis.get(pid, gfx) != gfx:
+                raise RulesError(path, f"{where}: pci id {pid} is already an id of {pcis[pid]}")
+            pcis[pid] = gfx
+        for plat in row.get("no_official_rocblas", ()):
+            _check_platform_value(path, f"{where} no_official_rocblas", plat)
+        for key in ("linux_override", "min_windows_hip_sdk"):
+            if row.get(key) and not _VERSION_RE.match(row[key]):
+                raise RulesError(path, f"{where}: {key} must be a version like '10.3.0', got {row[key]!r}")
+        profiles[gfx] = GpuProfile(
+            gfx=gfx,
+            generation=row["generation"],
+            family=row["family"],
+            integrated=row["integrated"],
+            wave32=row["wave32"],
+            upstream_zluda=row["upstream_zluda"],
+            windows_hip_sdk=row["windows_hip_sdk"],
+            windows_hip_sdk_note=row.get("windows_hip_sdk_note", ""),
+            example_models=row.get("example_models", ""),
+            models=tuple(row.get("models", ())),
+            pci_ids=tuple(row.get("pci_ids", ())),
+            no_official_rocblas=tuple(row.get("no_official_rocblas", ())),
+            linux_override=row.get("linux_override", ""),
+            min_windows_hip_sdk=row.get("min_windows_hip_sdk", ""),
+            notes=row.get("notes", ""),
+            pitfalls=tuple(row.get("pitfalls", ())),
+        )
+    pitfalls: dict[str, tuple[str, str]] = {}
+    for i, row in enumerate(_rows(path, doc, "pitfall")):
+        where = f"pitfall #{i + 1}"
+        _check(path, where, row, _PITFALL_REQUIRED)
+        _check_platform_value(path, where, row["platform"])
+        if row["id"] in pitfalls:
+            raise RulesError(path, f"duplicate pitfall {row['id']!r}")
+        pitfalls[row["id"]] = (row["platform"], row["text"])
+    missing = [p for p in PITFALL_IDS if p not in pitfalls]
+    if missing:
+        raise RulesError(path, f"missing [[pitfall]] rows the host checks use: {', '.join(missing)}")
+    if not profiles:
+        raise RulesError(path, "no [[gpu]] rows")
+    return GpuProfiles(MappingProxyType(profiles), MappingProxyType(pitfalls), prov)
