@@ -30,14 +30,15 @@ class PayloadInspector:
     release: ZludaRelease
 
     def inspect(self, path: str, buf, info: BinaryInfo) -> Payload:
+        mode = self.kernel_scan(path, info)
+        if mode is None:
+            return Payload(None, (), ())  # ZLUDA replaces this file: it is never loaded
         errors: list[FileError] = []
         kernels = None
-        mode = self.kernel_scan(path, info)
-        if mode is not None:
-            try:
-                kernels = analyse_kernels(buf, info, deep=mode == "deep")
-            except MalformedBinary as exc:
-                errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
+        try:
+            kernels = analyse_kernels(buf, info, deep=mode == "deep")
+        except MalformedBinary as exc:
+            errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
         try:
             by_name = find_library_names(buf, info, self.rules)
         except MalformedBinary as exc:
@@ -48,7 +49,7 @@ class PayloadInspector:
         return Payload(kernels, by_name, tuple(errors))
 
     def kernel_scan(self, path: str, info: BinaryInfo) -> str | None:
-        """None, "cheap" (known fat binary sections) or "deep" (also .data/.rdata/.cask_re).
+        """None (not worth reading), "cheap" (known fat binary sections) or "deep" (also .data/.rdata/.cask_re).
 
         Deep only where the verdict depends on it: NVIDIA's own libraries that
         ZLUDA does not replace keep their kernels in data sections, and

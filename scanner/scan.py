@@ -22,12 +22,12 @@ from .byname import expand_template
 from .classify import binary_identities, classify_edges, in_tree_identities
 from .distributions import Distribution, find_distributions, owner_map
 from .graph import build_graph
+from .host import HostReport, detect_host, host_gaps, load_host_report
 from .model import FileError, ScannedBinary
+from .packages import PackageVerdict, package_verdicts
 from .payload import PayloadInspector
 from .readers import MalformedBinary, mapped, read_buffer
 from .rules import RuleSet, ZludaRelease, load_rules
-from .host import HostReport, detect_host, host_gaps, load_host_report
-from .packages import PackageVerdict, package_verdicts
 from .verdict import BinaryVerdict, decide, overall
 
 # Archive members up to this size are read from memory; larger ones are
@@ -82,6 +82,10 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["rules"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
+    host, basis, judge_host = _host(options, target, rules)
+    timings["host"] = time.perf_counter() - clock
+
+    clock = time.perf_counter()
     progress.discovering()
     found = discovery.discover(target)
     timings["discover"] = time.perf_counter() - clock
@@ -105,7 +109,6 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         target.path if target.kind != "archive" else None,
         expand=lambda template, platform: expand_template(template, rules, platform),
     )
-    host, basis, judge_host = _host(options, target, rules)
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
