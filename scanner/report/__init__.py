@@ -1,15 +1,18 @@
 """Report renderers: one module per output format, all fed the same document.
 
-A renderer is `render(document: dict) -> str`; `document.build` makes the
-document from a ScanResult, so every format carries the same facts.
+A renderer is `render(document: dict, **options) -> str`; `document.build`
+makes the document from a ScanResult (or a saved JSON report is read back),
+so every format carries the same facts. Options a format does not take are
+ignored by `render` (console: verbose, color, width; markdown: budget).
 """
 from __future__ import annotations
 
 import importlib
+import inspect
 from pathlib import Path
 
-FORMATS = {"json": "json_format", "toml": "toml_format", "console": "console"}
-EXTENSIONS = {".json": "json", ".toml": "toml", ".txt": "console"}
+FORMATS = {"json": "json_format", "toml": "toml_format", "console": "console", "markdown": "markdown"}
+EXTENSIONS = {".json": "json", ".toml": "toml", ".txt": "console", ".md": "markdown", ".markdown": "markdown"}
 
 
 def format_for_path(path: str | Path) -> str | None:
@@ -19,3 +22,10 @@ def format_for_path(path: str | Path) -> str | None:
 def renderer(name: str):
     """The render function of a format, imported only when asked for."""
     return importlib.import_module(f"{__name__}.{FORMATS[name]}").render
+
+
+def render(name: str, document: dict, **options) -> str:
+    """Render `document` as format `name`, passing only the options that format takes."""
+    function = renderer(name)
+    accepted = inspect.signature(function).parameters
+    return function(document, **{k: v for k, v in options.items() if k in accepted})
