@@ -25,6 +25,9 @@ from typing import Any
 
 import tomli_w
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+from convert_rules import write_if_changed  # noqa: E402
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover
@@ -294,15 +297,6 @@ def convert(data: Path) -> str:
     text = "".join(parts)
     tomllib.loads(text)  # must parse
     return text
-
-
-def write_if_changed(path: Path, text: str) -> bool:
-    path.parent.mkdir(parents=True, exist_ok=True)
-    data = text.encode("utf-8")
-    if path.exists() and path.read_bytes() == data:
-        return False
-    path.write_bytes(data)
-    return True
 
 
 def main(argv: list[str] | None = None) -> int:
