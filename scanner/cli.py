@@ -11,10 +11,7 @@ from pathlib import Path
 import click
 
 from . import __version__
-
-# Exit statuses, documented in docs/exit-status.md.
-EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
-EXIT_USAGE = 2
+from .output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -35,25 +32,30 @@ def main() -> None:
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, verbose) -> None:
+@click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
+@click.option("--dry-run", is_flag=True, help="With --fix: show the plan only.")
+@click.option("-y", "--yes", is_flag=True, help="With --fix: do not ask before applying the plan.")
+@click.option("--mode", type=click.Choice(["launcher", "place"]), default="launcher", show_default=True, help="With --fix: write launchers (application untouched) or place ZLUDA's files next to the binaries.")
+@click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
+@click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
+@click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
+def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, verbose,
+         fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
-    Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
+    Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
+    with --fix, the fix's status (docs/exit-status.md).
     """
     from .discover import TargetError
     from .host import HostReportError
-    from .report import format_for_path, render
     from .report.document import build
-    from .report_commands import graph_format_option
     from .rules import RulesError
     from .scan import ScanOptions, run_scan
 
-    if fmt is None and output:
-        fmt = format_for_path(output)
-        if fmt is None:
-            raise click.UsageError(f"cannot tell the format from {output!r}: use .json, .toml, .md or .txt, or --format")
-    fmt = fmt or "console"
-    graph_format = graph_format_option(graph_file)
+    fmt = output_format(fmt, output)
+    graph_format_option(graph_file)
+    if not fix and (dry_run or yes or zluda_path or sha256 or launcher_dir or mode != "launcher"):
+        raise click.UsageError("--dry-run, --yes, --mode, --zluda, --sha256 and --launchers go with --fix")
     options = ScanOptions(
         target=target,
         zluda_release=zluda_release,
@@ -66,8 +68,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         with _progress() as progress:
             result = run_scan(options, progress)
     except (TargetError, RulesError, HostReportError) as exc:
-        click.echo(f"cuda4amd: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
+        fail(str(exc))
 
     document = build(result)
     redactor = None
@@ -76,41 +77,48 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
 
         redactor = Redactor(target_root=result.target.path)
     shared = redactor.document(document) if redactor else document  # what leaves the terminal
-    if output:
-        Path(output).write_text(render(fmt, shared, verbose=verbose), encoding="utf-8")
-    if graph_file:
+
+    def make_graph():
         from .report import graph_export
 
         graph = graph_export.attributed(result.graph, document)
-        Path(graph_file).write_text(graph_export.dumps(graph_export.redacted(graph, redactor) if redactor else graph,
-                                                       graph_format), encoding="utf-8")
-    if not output and fmt != "console":
-        click.echo(render(fmt, shared), nl=False)
-    else:
-        click.echo(render("console", document, verbose=verbose, color=sys.stdout.isatty(), width=_width()), nl=False)
-        if output:
-            click.echo(f"report written to {output}")
-    if graph_file:
-        click.echo(f"graph written to {graph_file}", err=not output and fmt != "console")
-    sys.exit(EXIT_FOR_VERDICT[result.verdict])
+        return graph_export.redacted(graph, redactor) if redactor else graph
+
+    emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose)
+    if not fix:
+        sys.exit(EXIT_FOR_VERDICT[result.verdict])
+
+    from .fix.commands import download_progress, fix_target
+
+    outcome = fix_target(
+        result,
+        mode=mode,
+        zluda_release=zluda_release,
+        zluda_path=zluda_path,
+        sha256=sha256,
+        dry_run=dry_run,
+        assume_yes=yes,
+        host=None,
+        echo=click.echo,
+        confirm=None,
+        rules=None,
+        launcher_dir=launcher_dir,
+        rescan=None,
+        progress=download_progress(),
+    )
+    sys.exit(outcome.exit_code)
 
 
 def _register_commands() -> None:
+    from .fix.commands import run, undo
     from .host.doctor import doctor
     from .report_commands import diff, report
 
-    main.add_command(doctor)
-    main.add_command(report)
-    main.add_command(diff)
+    for command in (doctor, report, diff, run, undo):
+        main.add_command(command)
 
 
 _register_commands()
-
-
-def _width() -> int:
-    import shutil
-
-    return max(80, shutil.get_terminal_size((120, 24)).columns)
 
 
 def _progress():

@@ -17,6 +17,9 @@ from typing import Callable, Literal
 from .model import FileError
 from .readers import sniff_file
 
+# What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
+OWN_FOLDER = ".cuda4amd"
+
 TargetKind = Literal["folder", "venv", "site-packages", "file", "archive"]
 
 
@@ -145,7 +148,8 @@ def _walk_folder(root: Path, prefix: str, result: Discovery, on_file) -> None:
             child_rel = f"{rel}/{printable(entry.name)}" if rel else printable(entry.name)
             try:
                 if entry.is_dir(follow_symlinks=True):
-                    stack.append((entry.path, child_rel))
+                    if entry.name != OWN_FOLDER:
+                        stack.append((entry.path, child_rel))
                     continue
                 if not entry.is_file(follow_symlinks=True):
                     continue  # sockets, fifos, dangling links

@@ -10,13 +10,7 @@ from pathlib import Path
 
 import click
 
-EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
-EXIT_USAGE = 2
-
-
-def _fail(message: str) -> None:
-    click.echo(f"cuda4amd: {message}", err=True)
-    sys.exit(EXIT_USAGE)
+from .output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format, write
 
 
 def _load(path: str) -> dict:
@@ -25,14 +19,7 @@ def _load(path: str) -> dict:
     try:
         return load_report(path)
     except ReportFileError as exc:
-        _fail(str(exc))
-
-
-def _write(path: str, content: str) -> None:
-    try:
-        Path(path).write_text(content, encoding="utf-8")
-    except OSError as exc:
-        _fail(f"{path}: cannot write: {exc.strerror or exc}")
+        fail(str(exc))
 
 
 @click.command("report")
@@ -49,10 +36,8 @@ def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
 
     Exit status as for scan: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
     """
-    from .report import render
-
-    fmt = _format(fmt, output)
-    graph_format = graph_format_option(graph_file)
+    fmt = output_format(fmt, output)
+    graph_format_option(graph_file)
     document = _load(saved)
     if no_redact:
         shared = document
@@ -60,20 +45,13 @@ def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
         from .redact import Redactor
 
         shared = Redactor().document(document)
-    if output:
-        _write(output, render(fmt, shared, verbose=verbose))
-    if graph_file:
+
+    def make_graph():
         from .report import graph_export
 
-        _write(graph_file, graph_export.dumps(graph_export.from_document(shared), graph_format))
-    if not output and fmt != "console":
-        click.echo(render(fmt, shared), nl=False)
-    else:
-        click.echo(render("console", document, verbose=verbose, color=sys.stdout.isatty(), width=_width()), nl=False)
-    if output:
-        click.echo(f"report written to {output}")
-    if graph_file:
-        click.echo(f"graph written to {graph_file}")
+        return graph_export.from_document(shared)
+
+    emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose)
     sys.exit(EXIT_FOR_VERDICT.get(document.get("verdict"), 0))
 
 
@@ -106,36 +84,7 @@ def diff(before, after, fmt, output, no_redact) -> None:
         first, second = redactor.document(first), redactor.document(second)
     text = RENDERERS[fmt](compare(first, second))
     if output:
-        _write(output, text)
+        write(output, text)
         click.echo(f"written to {output}")
     else:
         click.echo(text, nl=False)
-
-
-def _format(fmt: str | None, output: str | None) -> str:
-    from .report import format_for_path
-
-    if fmt is None and output:
-        fmt = format_for_path(output)
-        if fmt is None:
-            raise click.UsageError(f"cannot tell the format from {output!r}: use .json, .toml, .md or .txt, or --format")
-    return fmt or "console"
-
-
-GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
-
-
-def graph_format_option(graph_file: str | None) -> str | None:
-    """The format of a --graph FILE, from its extension (a usage error when unknown)."""
-    if not graph_file:
-        return None
-    graph_format = GRAPH_FORMATS.get(Path(graph_file).suffix.lower())
-    if graph_format is None:
-        raise click.UsageError(f"cannot tell the graph format from {graph_file!r}: use .graphml, .dot or .json")
-    return graph_format
-
-
-def _width() -> int:
-    import shutil
-
-    return max(80, shutil.get_terminal_size((120, 24)).columns)

@@ -168,3 +168,10 @@ def test_windows_drive_path_on_linux_says_what_to_do():
 def test_missing_target_is_a_target_error(tmp_path):
     with pytest.raises(discovery.TargetError, match="no such file or folder"):
         discovery.resolve_target(str(tmp_path / "nope"))
+
+
+def test_cuda4amd_own_folder_is_not_scanned(tmp_path):
+    (tmp_path / ".cuda4amd" / "zluda").mkdir(parents=True)
+    shutil.copy(PE, tmp_path / ".cuda4amd" / "zluda" / "nvcuda.dll")
+    shutil.copy(PE, tmp_path / "app.dll")
+    assert found_paths(tmp_path) == ["app.dll"]

@@ -1,0 +1,270 @@
+"""`scan --fix` from start to end: plan, show, ask, fetch, apply (journal), verify.
+
+    outcome = fix_target(result, mode="launcher", assume_yes=True)
+    outcome.status      # "applied" | "already-applied" | "dry-run" | "declined" | "refused" | "failed" | ...
+    outcome.exit_code   # 0 done, 5 nothing changed (refused/declined), 6 apply failed, 7 verify failed
+
+A change that fails (disk full, a locked or read-only file) is rolled back
+from the journal at once; if even that fails, the journal stays for
+``cuda4amd undo``. Ctrl-C (or any other interruption) leaves the journal: a
+re-run completes the fix, ``cuda4amd undo`` restores the tree.
+"""
+from __future__ import annotations
+
+import os
+import sys
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Callable
+
+__all__ = ["FixOutcome", "fix_target", "EXIT_CODES"]
+
+#: exit status per outcome (docs/fix.md)
+EXIT_CODES = {"applied": 0, "already-applied": 0, "dry-run": 0, "declined": 5, "refused": 5, "failed": 6,
+              "verify-failed": 7}
+
+
+@dataclass
+class FixOutcome:
+    status: str
+    message: str = ""
+    plan: Any = None                 # plan.Plan
+    journal: Path | None = None
+    verification: Any = None         # verify.Verification
+    rolled_back: bool = False
+    details: list[str] = field(default_factory=list)
+
+    @property
+    def exit_code(self) -> int:
+        return EXIT_CODES[self.status]
+
+
+def _default_confirm(text: str) -> bool:
+    import click
+
+    try:
+        return click.confirm(text, default=False, err=True)
+    except click.Abort:
+        return False
+
+
+def _resolve_host(host, result, rules):
+    from ..host import detect_host, load_host_report
+
+    if host is None:
+        host = result.host if result.host is not None else "auto"
+    if isinstance(host, (str, os.PathLike)):
+        if str(host) == "auto":
+            return detect_host(target=str(result.target.path), rules=rules)
+        if str(host) == "none":
+            return None
+        return load_host_report(host)
+    return host
+
+
+def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = None,
+               zluda_path: str | os.PathLike[str] | None = None, sha256: str | None = None,
+               dry_run: bool = False, assume_yes: bool = False, host=None,
+               echo: Callable[[str], None] | None = None, confirm: Callable[[str], bool] | None = None,
+               rules=None, launcher_dir: str | os.PathLike[str] | None = None,
+               rescan: Callable[[], Any] | None = None, progress: Callable[[int, int | None], None] | None = None,
+               ops=None, cache: Path | None = None) -> FixOutcome:
+    """Link ZLUDA for the green-lit set of a scan (`result`, a ScanResult).
+
+    host: a HostReport, a path to a recorded one, "auto" (probe this
+    machine) or None (the scan's host, else "auto"). rescan: returns a fresh
+    ScanResult of the target for verification (default: run_scan with the
+    scan's release and engine). echo(text): shows one message of whole
+    lines, without the final newline (e.g. click.echo; default print).
+    confirm(question) -> bool (default click.confirm on stderr; no answer
+    means no). progress(done, total): download progress (e.g.
+    cuda4amd.fix.commands.download_progress()). launcher_dir: write the
+    launchers there instead of <target>/.cuda4amd (an existing folder)."""
+    from ..host import HostReportError
+    from ..rules import RulesError, load_rules
+    from .archive import prepare_store
+    from .journal import ApplyError, FixDirError, apply_plan, load_journal, undo_target
+    from .launchers import LauncherError
+    from .plan import PlanError, make_plan, target_root
+    from .release import ReleaseError, ReleaseSource, choose_source, fetch_archive
+
+    say = echo or print
+    echo = lambda text: say(text.rstrip("\n"))  # noqa: E731 - every message is one or more whole lines
+    confirm = confirm or _default_confirm
+
+    def refused(message: str) -> FixOutcome:
+        echo(f"cuda4amd: fix refused: {message}\n")
+        return FixOutcome("refused", message)
+
+    try:
+        rules = rules or load_rules()
+        tag = result.release.tag
+        if zluda_release is not None and zluda_release != tag:
+            return refused(f"the scan judged against ZLUDA {tag}; scan again with --zluda-release {zluda_release}")
+        root = target_root(result.target)
+        journal = load_journal(root)
+    except (PlanError, FixDirError, RulesError) as exc:
+        return refused(str(exc))
+
+    def get_store(source, plan_required, *, allow_download: bool, unpack: bool):
+        if source.kind == "folder":
+            return prepare_store(source, None, None, result.release, source.platform, required=plan_required)
+        got = fetch_archive(source, progress=progress, cache=cache, allow_download=allow_download)
+        if got is None:
+            return None
+        path, digest = got
+        return prepare_store(source, path, digest, result.release, source.platform, required=plan_required,
+                             cache=cache, unpack=unpack)
+
+    # -- an earlier fix -----------------------------------------------------------
+    if journal is not None and not journal.complete:
+        if journal.state in ("undoing", "undo-incomplete"):
+            return refused(f"an undo of {root} did not finish: run `cuda4amd undo {root}` again")
+        plan = journal.plan
+        echo(f"an interrupted fix of {root} was found ({journal.path}); completing it:\n")
+        echo(plan.render())
+        if dry_run:
+            return FixOutcome("dry-run", "an interrupted fix would be completed", plan, journal.path)
+        if not assume_yes and not confirm("Complete it?"):
+            return FixOutcome("declined", "not completed", plan, journal.path)
+        try:
+            store = get_store(ReleaseSource.from_dict(plan.release), plan.required, allow_download=True, unpack=True)
+            journal = apply_plan(None, store, journal=journal, ops=ops)
+        except (ReleaseError, ApplyError) as exc:
+            echo(f"cuda4amd: the fix could not be completed: {exc}\n"
+                 f"the journal is kept: `cuda4amd undo {root}` restores the tree, a re-run tries again\n")
+            return FixOutcome("failed", str(exc), plan, journal.path)
+        return _verify(journal, result, rules, rescan, echo, ops)
+
+    # -- a new plan ------------------------------------------------------------------
+    try:
+        host_report = _resolve_host(host, result, rules)
+        source = choose_source(rules, tag, _platform_guess(result), zluda_path, sha256)
+        plan = make_plan(result, rules=rules, host=host_report, source=source, store=None, mode=mode,
+                         launcher_dir=launcher_dir)
+        # hashes for the plan from what is at hand, without unpacking (or downloading) before the answer
+        store = get_store(source, plan.required, allow_download=False, unpack=False)
+        if store is not None:
+            plan.bind(store)
+    except (PlanError, ReleaseError, HostReportError, LauncherError) as exc:
+        return refused(str(exc))
+
+    if journal is not None:  # complete: the same plan again is a no-op
+        old = journal.plan
+        if old.key() == plan.key() or (plan.release_sha256 is None and _same_but_hashes(old, plan)):
+            echo(f"{root} is already fixed as planned ({journal.path}); verifying:\n")
+            if dry_run:
+                return FixOutcome("dry-run", "already applied", old, journal.path)
+            outcome = _verify(journal, result, rules, rescan, echo, ops, write_report=False)
+            if outcome.status == "applied":
+                outcome.status = "already-applied"
+            return outcome
+        return refused(f"{root} was fixed with another plan ({old.mode} mode, ZLUDA {old.release['tag']} "
+                       f"{(old.release_sha256 or '')[:12]}): run `cuda4amd undo {root}` first")
+
+    echo(plan.render())
+    if dry_run:
+        return FixOutcome("dry-run", "the plan only (--dry-run): nothing was changed", plan)
+    if not assume_yes and not confirm("Apply this plan?"):
+        echo("nothing was changed\n")
+        return FixOutcome("declined", "nothing was changed", plan)
+
+    try:
+        if store is None and source.kind == "pin":
+            echo(f"downloading {source.location} ({source.size or '?'} bytes) into the cache…\n")
+        if store is None or source.kind != "folder":
+            store = get_store(source, plan.required, allow_download=True, unpack=True)
+            plan.bind(store)
+    except (PlanError, ReleaseError) as exc:
+        return refused(str(exc))
+
+    journal_file = root / ".cuda4amd" / "journal.json"
+    try:
+        journal = apply_plan(plan, store, ops=ops)
+    except ApplyError as exc:
+        echo(f"cuda4amd: the fix failed: {exc}\n")
+        try:
+            undone = undo_target(root, ops=ops)
+        except Exception as undo_exc:  # noqa: BLE001 - report, keep the journal
+            undone = None
+            echo(f"cuda4amd: rolling back failed too ({undo_exc}); the journal is kept: "
+                 f"run `cuda4amd undo {root}`\n")
+        if undone is not None and undone.complete:
+            echo("rolled back: the tree is as it was\n")
+            return FixOutcome("failed", str(exc), plan, None, rolled_back=True)
+        if undone is not None:
+            echo("rolling back did not finish: " + "; ".join(undone.kept + undone.errors)
+                 + f"\nthe journal is kept: run `cuda4amd undo {root}` again\n")
+        return FixOutcome("failed", str(exc), plan, journal_file)
+    except KeyboardInterrupt:
+        echo(f"\ninterrupted: the journal {journal_file} says what was done; "
+             f"`cuda4amd undo {root}` restores the tree, a re-run completes the fix\n")
+        raise
+    return _verify(journal, result, rules, rescan, echo, ops)
+
+
+def _platform_guess(result) -> str:
+    using = {("windows" if v.binary.info.format == "PE" else "linux") for v in result.verdicts
+             if v.verdict != "no-cuda"}
+    if len(using) == 1:
+        return using.pop()
+    every = {("windows" if v.binary.info.format == "PE" else "linux") for v in result.verdicts}
+    if len(every) == 1:
+        return every.pop()
+    return "windows" if sys.platform == "win32" else "linux"
+
+
+def _same_but_hashes(old, new) -> bool:
+    strip = lambda p: (p.mode, p.platform, tuple(sorted((a.kind, a.path, a.link) for a in p.actions)))  # noqa: E731
+    return strip(old) == strip(new) and old.release.get("sha256") == new.release.get("sha256")
+
+
+def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True) -> FixOutcome:
+    from .journal import ApplyError, _save
+    from .plan import PlanError
+    from .verify import REPORT_NAME, after_report, verify
+
+    if rescan is None:
+        from ..scan import ScanOptions, run_scan
+
+        def rescan():
+            return run_scan(ScanOptions(target=str(result.target.path), zluda_release=result.release.tag,
+                                        engine=result.engine, host="none"), rules=rules)
+    try:
+        after = rescan()
+    except Exception as exc:  # noqa: BLE001 - the fix is applied; say that verification could not run
+        echo(f"cuda4amd: the fix is applied, but the re-scan failed: {exc}\n")
+        return FixOutcome("verify-failed", f"re-scan failed: {exc}", journal.plan, journal.path)
+    verification = verify(journal, after)
+    echo(verification.summary() + "\n")
+    has_report = any(a["path"] == REPORT_NAME for a in journal.actions)
+    try:
+        if write_report and not has_report:
+            from .journal import apply_extra
+            from .plan import _sha_text
+
+            text = after_report(journal, verification, after)
+            apply_extra(journal, {"kind": "write", "path": REPORT_NAME, "source": None, "sha256": _sha_text(text),
+                                  "link": None, "executable": False, "why": "after-report", "replaces": False},
+                        text.encode("utf-8"), ops=ops)
+            echo(f"after-report: {journal.root / REPORT_NAME}\n")
+        journal.data["verification"] = verification.to_dict()
+        journal.state = "verified" if verification.ok else "verify-failed"
+        _save(journal, ops or _ops())
+    except (ApplyError, PlanError) as exc:
+        echo(f"cuda4amd: could not write the after-report: {exc}\n")
+    plan = journal.plan
+    if plan.mode == "launcher" and plan.programs:
+        names = ", ".join(p["name"] for p in plan.programs)
+        echo(f"run it with a launcher in {plan.launcher_dir} ({names}), or `cuda4amd run PROGRAM -- ARGS`\n")
+    elif plan.mode == "launcher":
+        echo(f"run programs with {plan.launcher_dir}/zluda-run, or `cuda4amd run PROGRAM -- ARGS`\n")
+    echo(f"undo with `cuda4amd undo {journal.root}`\n")
+    status = "applied" if verification.ok else "verify-failed"
+    return FixOutcome(status, verification.summary(), plan, journal.path, verification)
+
+
+def _ops():
+    from .journal import FileOps
+
+    return FileOps()

@@ -1,0 +1,184 @@
+"""The `cuda4amd run` and `cuda4amd undo` commands, and what `scan --fix` calls.
+
+Only click is imported here at load time (``cuda4amd --help`` stays fast);
+`fix_target` lives in cuda4amd.fix.apply and is re-exported.
+"""
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import click
+
+__all__ = ["run", "undo", "fix_target", "run_program", "find_fixed_root", "download_progress"]
+
+EXIT_USAGE = 2
+EXIT_UNDO_INCOMPLETE = 6
+
+
+def fix_target(*args, **kwargs):
+    """See cuda4amd.fix.apply.fix_target."""
+    from .apply import fix_target as impl
+
+    return impl(*args, **kwargs)
+
+
+def download_progress():
+    """A download progress callback drawing a bar on stderr when it is a terminal (else None)."""
+    if not sys.stderr.isatty():
+        return None
+    state = {"last": -1}
+
+    def show(done: int, total: int | None) -> None:
+        if total:
+            pct = int(done * 100 / total)
+            if pct == state["last"]:
+                return
+            state["last"] = pct
+            bar = "#" * (pct // 4)
+            text = f"\r  [{bar:<25}] {pct:3d}%  {done / 1048576:6.1f} / {total / 1048576:.1f} MiB"
+        else:
+            text = f"\r  {done / 1048576:6.1f} MiB"
+        sys.stderr.write(text + ("\n" if total and done >= total else ""))
+        sys.stderr.flush()
+
+    return show
+
+
+def _locate(text: str) -> Path:
+    path = Path(text).expanduser()
+    if path.exists():
+        return path
+    from ..discover import TargetError, resolve_target
+
+    try:
+        return resolve_target(text).path
+    except TargetError as exc:
+        raise click.UsageError(str(exc)) from None
+
+
+def find_fixed_root(start: Path) -> Path | None:
+    """The nearest folder at or above `start` holding a cuda4amd journal."""
+    from .plan import FIX_DIR, JOURNAL_NAME
+
+    cur = start.resolve()
+    if cur.is_file():
+        cur = cur.parent
+    for folder in (cur, *cur.parents):
+        if (folder / FIX_DIR / JOURNAL_NAME).is_file():
+            return folder
+    return None
+
+
+def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str | None = None,
+                print_env: bool = False, echo=click.echo) -> int:
+    """Run `program` with the environment of the fix (through zluda.exe on
+    Windows in launcher mode) and return its exit status."""
+    from .journal import FixDirError, load_journal
+    from .plan import expand_parts
+
+    args = list(args)
+    if args and args[0] == "--":
+        args = args[1:]
+    path = _locate(program)
+    if target is not None:
+        root = _locate(target)
+        root = root.parent if root.is_file() else root
+    else:
+        root = find_fixed_root(path)
+        if root is None:
+            raise click.UsageError(f"no cuda4amd fix found for {program} (no .cuda4amd/journal.json in its folder "
+                                   f"or above): run `cuda4amd scan FOLDER --fix` first, or pass --target")
+    try:
+        journal = load_journal(root)
+    except FixDirError as exc:
+        raise click.UsageError(str(exc)) from None
+    if journal is None or not journal.complete:
+        raise click.UsageError(f"{root}: the fix is not complete (journal state "
+                               f"{journal.state if journal else 'missing'}): re-run `cuda4amd scan {root} --fix` "
+                               f"or `cuda4amd undo {root}`")
+    plan = journal.plan
+    here = "windows" if os.name == "nt" else "linux"
+    sep = ";" if plan.platform == "windows" else ":"
+    env = dict(os.environ)
+    for e in plan.environment:
+        values = [expand_parts(v, root) for v in e.values]
+        if e.op == "prepend":
+            current = env.get(e.name) or ""
+            env[e.name] = sep.join(values + ([current] if current else []))
+        else:
+            env[e.name] = values[0]
+    command = [str(path), *args]
+    if plan.launcher_exe:
+        command = [expand_parts((("root", ""), ("lit", "/" + plan.launcher_exe)), root), "--", *command]
+    if print_env:
+        for e in plan.environment:
+            echo(f"{e.name}={env.get(e.name, '')}")
+        echo(" ".join(_quote(c) for c in command))
+        return 0
+    if plan.platform != here:
+        raise click.UsageError(f"{root} was fixed for {plan.platform.capitalize()}: run it there "
+                               f"(--print-env shows what would run)")
+    try:
+        done = subprocess.run(command, env=env)
+    except OSError as exc:
+        raise click.UsageError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
+    code = done.returncode
+    return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+
+
+def _quote(text: str) -> str:
+    import shlex
+
+    return shlex.quote(text) if os.name != "nt" else (f'"{text}"' if " " in text else text)
+
+
+@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
+@click.option("--target", metavar="DIR", help="The fixed folder (default: found from PROGRAM's folder upwards).")
+@click.option("--print-env", is_flag=True, help="Print the environment and the command instead of running it.")
+@click.argument("program")
+@click.argument("args", nargs=-1, type=click.UNPROCESSED)
+def run(target, print_env, program, args) -> None:
+    """Run PROGRAM through the ZLUDA link that `cuda4amd scan --fix` installed.
+
+    Sets the plan's environment (HIP_PATH, PATH / LD_LIBRARY_PATH, LD_AUDIT,
+    framework switches), starts PROGRAM through zluda.exe on Windows, and
+    exits with PROGRAM's exit status. Put ARGS after `--`:
+
+        cuda4amd run C:\\Apps\\Tool\\tool.exe -- --input x.png
+    """
+    sys.exit(run_program(program, args, target=target, print_env=print_env))
+
+
+@click.command("undo")
+@click.argument("target")
+@click.option("--force", is_flag=True, help="Also restore files that were changed after the fix.")
+def undo(target, force) -> None:
+    """Undo `cuda4amd scan TARGET --fix`: restore the tree byte for byte and
+    remove what the fix added (ZLUDA's files, launchers, backups, journal).
+
+    Exit status: 0 done (or nothing to undo), 6 something could not be
+    restored (the journal is kept; the reasons are printed), 2 usage error.
+    """
+    from .journal import FixDirError, undo_target
+
+    path = _locate(target)
+    root = path.parent if path.is_file() else path
+    try:
+        outcome = undo_target(root, force=force)
+    except FixDirError as exc:
+        click.echo(f"cuda4amd: {exc}", err=True)
+        sys.exit(EXIT_USAGE)
+    if not outcome.found:
+        click.echo(f"nothing to undo: no cuda4amd fix in {root}")
+        sys.exit(0)
+    click.echo(f"restored {len(outcome.restored)} files, removed {len(outcome.removed)} added files and folders "
+               f"in {root}")
+    for line in outcome.kept + outcome.errors:
+        click.echo(f"  not undone: {line}", err=True)
+    if not outcome.complete:
+        click.echo(f"the journal is kept: fix the above and run `cuda4amd undo {target}` again", err=True)
+        sys.exit(EXIT_UNDO_INCOMPLETE)
+    click.echo("the tree is as it was before the fix")
