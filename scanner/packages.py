@@ -12,7 +12,9 @@ from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
 from .distributions import Distribution
+from .classify import identify
 from .frameworks import Framework, advice_for, framework_for
+from .rules import RuleSet, ZludaRelease
 from .verdict import BinaryVerdict, overall
 
 SHOWN_REASONS = 5
@@ -27,12 +29,17 @@ class PackageVerdict:
     binaries: list[str] = field(default_factory=list)  # its CUDA-using binaries
     reasons: list[str] = field(default_factory=list)
     advice: list[str] = field(default_factory=list)
+    # libraries its framework rules say it loads by name that no binary of it
+    # was seen to name (e.g. through cuda.pathfinder or ctypes with a bare stem)
+    loads: list[dict] = field(default_factory=list)
 
 
 def package_verdicts(
     verdicts: Sequence[BinaryVerdict],
     distributions: Iterable[Distribution],
     frameworks: Sequence[Framework],
+    rules: RuleSet,
+    release: ZludaRelease,
 ) -> list[PackageVerdict]:
     by_name: dict[str, list[BinaryVerdict]] = {}
     for verdict in verdicts:
@@ -50,15 +57,49 @@ def package_verdicts(
         for v in sorted(using, key=lambda v: (order[v.verdict], v.binary.path)):
             if v.verdict != "ready" and v.reasons:
                 package.reasons.append(f"{posixpath.basename(v.binary.path)}: {v.reasons[0]}")
-        if len(package.reasons) > SHOWN_REASONS:
-            hidden = len(package.reasons) - SHOWN_REASONS
-            package.reasons = package.reasons[:SHOWN_REASONS] + [f"… and {hidden} more binaries that are not ready"]
         framework = framework_for(dist.name, frameworks)
         if framework is not None:
             package.framework = framework.id
-            package.advice = advice_for(framework, _troubled_families(using), _kernel_state(using))
+            troubled = _troubled_families(using)
+            for load in _unseen_loads(framework, owned, rules, release):
+                package.loads.append(load)
+                if load["route"] in ("blocked", "stub"):
+                    troubled.add(load["family"])
+                    package.reasons.append(
+                        f"{framework.name} loads {load['name']} by name ({load['when']}; framework rule): "
+                        + ("ZLUDA implements none of its functions" if load["route"] == "stub" else "no AMD route through ZLUDA")
+                    )
+            package.advice = advice_for(framework, troubled, _kernel_state(using))
+        if len(package.reasons) > SHOWN_REASONS:
+            hidden = len(package.reasons) - SHOWN_REASONS
+            package.reasons = package.reasons[:SHOWN_REASONS] + [f"… and {hidden} more"]
         result.append(package)
     return result
+
+
+def _unseen_loads(framework: Framework, owned: Sequence[BinaryVerdict], rules: RuleSet, release: ZludaRelease) -> list[dict]:
+    """The framework's by-name loads of families none of its binaries was seen to load."""
+    platforms = {"windows" if v.binary.info.format == "PE" else "linux" for v in owned}
+    seen = {dep.identity.family for v in owned for dep in v.dependencies if dep.identity.family}
+    loads = []
+    for load in framework.loads:
+        if load.load != "by-name" or load.family in seen:
+            continue
+        for platform in sorted(platforms):
+            if load.platform not in (None, platform):
+                continue
+            names = [n for n in load.names if not any(c in n for c in "*?[") and rules.family_for(n, platform)]
+            if not names:
+                continue
+            identity = identify(names[-1], platform, rules, release)
+            loads.append({
+                "family": load.family,
+                "name": names[-1],
+                "when": load.when,
+                "route": identity.route,
+                "basis": "framework-rule",
+            })
+    return loads
 
 
 def _troubled_families(verdicts: Iterable[BinaryVerdict]) -> set[str]:

@@ -116,7 +116,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
     verdicts = decide(binaries, dependencies, identities, gaps)
-    packages = _packages(verdicts, distributions, options, rules)
+    packages = _packages(verdicts, distributions, options, rules, release)
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -158,7 +158,9 @@ def _gpu_text(host: HostReport) -> str:
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
 
 
-def _packages(verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet) -> list[PackageVerdict]:
+def _packages(
+    verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet, release: ZludaRelease
+) -> list[PackageVerdict]:
     if not distributions:
         return []
     from .frameworks import load_frameworks
@@ -169,7 +171,7 @@ def _packages(verdicts, distributions: list[Distribution], options: ScanOptions,
         if (folder / "frameworks").is_dir():
             frameworks += load_frameworks(folder, rules=rules)
     frameworks += load_frameworks(rules=rules)
-    return package_verdicts(verdicts, distributions, frameworks)
+    return package_verdicts(verdicts, distributions, frameworks, rules, release)
 
 
 def read_all(

@@ -70,6 +70,7 @@ def _package(package) -> dict:
         "framework": package.framework,
         "reasons": package.reasons,
         "advice": package.advice,
+        "loads": package.loads,
         "binaries": package.binaries,
     }
 

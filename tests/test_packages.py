@@ -1,0 +1,51 @@
+"""Per-package verdicts in a site-packages folder laid out by hand (real RECORD format)."""
+from __future__ import annotations
+
+import shutil
+
+from conftest import FIXTURES
+
+
+def install(site, name, version, files):
+    dist_info = site / f"{name.replace('-', '_')}-{version}.dist-info"
+    dist_info.mkdir(parents=True)
+    (dist_info / "METADATA").write_text(f"Metadata-Version: 2.1\nName: {name}\nVersion: {version}\n")
+    rows = []
+    for rel, source in files.items():
+        (site / rel).parent.mkdir(parents=True, exist_ok=True)
+        shutil.copy(source, site / rel)
+        rows.append(f"{rel},,")
+    rows.append(f"{dist_info.name}/METADATA,,")
+    (dist_info / "RECORD").write_text("\n".join(rows) + "\n")
+
+
+def test_packages_lead_with_verdicts_reasons_and_framework_advice(tmp_path, scan):
+    site = tmp_path / "site-packages"
+    install(site, "paddlepaddle-gpu", "2.6.1", {"paddle/libs/trt_plugin.dll": FIXTURES / "pe" / "trt_plugin.dll",
+                                                "paddle/libs/app_ready.exe": FIXTURES / "pe" / "app_ready.exe"})
+    install(site, "plainpkg", "1.0", {"plainpkg/plain.dll": FIXTURES / "pe" / "plain.dll"})
+    report = scan(site)
+    packages = {p["name"]: p for p in report["packages"]}
+    assert set(packages) == {"paddlepaddle-gpu", "plainpkg"}
+    paddle = packages["paddlepaddle-gpu"]
+    assert (paddle["version"], paddle["verdict"], paddle["framework"]) == ("2.6.1", "partial", "paddlepaddle")
+    assert paddle["binaries"] == ["paddle/libs/app_ready.exe", "paddle/libs/trt_plugin.dll"]
+    assert paddle["reasons"][0].startswith("trt_plugin.dll: nvinfer_10.dll: needs TensorRT")
+    assert paddle["advice"], "the framework's switches for what is blocked"
+    assert packages["plainpkg"]["verdict"] == "no-cuda"
+    owners = {b["path"]: b["distribution"] for b in report["binaries"]}
+    assert owners == {
+        "paddle/libs/app_ready.exe": "paddlepaddle-gpu",
+        "paddle/libs/trt_plugin.dll": "paddlepaddle-gpu",
+        "plainpkg/plain.dll": "plainpkg",
+    }
+
+
+def test_framework_rules_add_by_name_loads_no_binary_revealed(tmp_path, scan):
+    site = tmp_path / "site-packages"
+    install(site, "paddlepaddle-gpu", "2.6.1", {"paddle/libs/app_ready.exe": FIXTURES / "pe" / "app_ready.exe"})
+    paddle = scan(site)["packages"][0]
+    by_family = {load["family"]: load for load in paddle["loads"]}
+    assert by_family["tensorrt"]["route"] == "blocked" and by_family["tensorrt"]["basis"] == "framework-rule"
+    assert any(r.startswith("PaddlePaddle loads nvinfer_10.dll by name") for r in paddle["reasons"])
+    assert "driver_api" not in by_family  # app_ready.exe imports nvcuda.dll: already seen
