@@ -110,3 +110,13 @@ def test_lief_engine_gives_the_same_report():
     lief = json.loads(run("scan", FIXTURES / "pe", "--format", "json", "--engine", "lief").output)
     assert lief["engine"] == "lief"
     assert fast["binaries"] == lief["binaries"]
+
+
+def test_progress_bar_goes_to_stderr_of_a_terminal(capsys):
+    from cuda4amd.progress import TerminalProgress
+    from cuda4amd.scan import ScanOptions, run_scan
+
+    with TerminalProgress() as progress:
+        result = run_scan(ScanOptions(target=str(FIXTURES / "pe")), progress)
+    assert result.verdict == "partial"
+    assert capsys.readouterr().out == ""
