@@ -19,7 +19,7 @@ import re
 import zipfile
 from dataclasses import dataclass
 from email.parser import HeaderParser
-from pathlib import Path, PurePosixPath, PureWindowsPath
+from pathlib import Path
 from typing import Iterable, Iterator
 
 from .discover import Target, printable
@@ -326,9 +326,9 @@ def _resolve(base: str, entry: str) -> str | None:
     if not entry:
         return None
     entry = entry.replace("\\", "/")
-    if entry.startswith("/") or PureWindowsPath(entry).drive:
-        return None  # absolute (old installers): cannot be tied to the target reliably
+    if entry.startswith("/") or entry[1:2] == ":":
+        return None  # absolute (old installers, C:/..., //server): cannot be tied to the target reliably
     joined = posixpath.normpath(_join(base, entry))
     if joined in (".", "") or joined == ".." or joined.startswith("../"):
         return None
-    return str(PurePosixPath(joined))
+    return joined
