@@ -14,11 +14,12 @@ import os
 import posixpath
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
-
-import networkx as nx
+from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from .model import LoadKind, ScannedBinary
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 Platform = str  # "windows" | "linux"
 
@@ -93,15 +94,15 @@ class _DiskLookup:
         return os.path.join(folder, real) if real else None
 
 
-def build_graph(
+def resolve_edges(
     binaries: Sequence[ScannedBinary],
     aliases: dict[str, str],
     system: SystemLibraries,
     search_paths: Iterable[Path] = (),
     target_root: Path | None = None,
     expand=lambda template, platform: (),
-) -> tuple[nx.DiGraph, list[Edge]]:
-    """Resolve every import of every binary; return the graph and its edges."""
+) -> list[Edge]:
+    """Resolve every import and by-name load of every binary."""
     index = _TreeIndex(binaries, aliases)
     disk = _DiskLookup()
     extra = [os.fspath(p) for p in search_paths]
@@ -109,10 +110,7 @@ def build_graph(
         {posixpath.dirname(b.path) for b in binaries if b.info.format == "PE" and b.info.kind == "exe"},
         key=lambda d: (d.count("/"), d),
     )
-    graph = nx.DiGraph()
     edges: list[Edge] = []
-    for binary in binaries:
-        graph.add_node(binary.path, kind="binary", format=binary.info.format)
     for binary in binaries:
         platform = platform_of(binary)
 
@@ -126,6 +124,22 @@ def build_graph(
                      platform, resolved, how, in_tree, system_kind)
             )
         edges += _by_name_edges(binary, platform, resolve, expand)
+    return edges
+
+
+def dependency_graph(binaries: Sequence[ScannedBinary], edges: Sequence[Edge]) -> nx.DiGraph:
+    """The networkx DiGraph of binaries and the libraries they load.
+
+    Nodes: binaries by relative path (kind "binary"), libraries not in the
+    tree as "lib:<name>" (kind "library"); system libraries are left out.
+    Built on demand (ScanResult.graph): importing networkx costs more than a
+    whole verdict, and only graph consumers need it.
+    """
+    import networkx as nx
+
+    graph = nx.DiGraph()
+    for binary in binaries:
+        graph.add_node(binary.path, kind="binary", format=binary.info.format)
     for edge in edges:
         if edge.how == "system":
             continue  # system libraries are known and kept out of the findings
@@ -134,7 +148,7 @@ def build_graph(
         if not edge.in_tree:
             graph.add_node(node, kind="library", name=shown, resolved=edge.resolved)
         graph.add_edge(edge.source, node, load=edge.load, name=shown, how=edge.how)
-    return graph, edges
+    return graph
 
 
 def _by_name_edges(binary: ScannedBinary, platform: Platform, resolve, expand) -> list[Edge]:

@@ -12,16 +12,16 @@ import time
 import zipfile
 from contextlib import contextmanager
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
-import networkx as nx
 
 from . import discover as discovery
 from .byname import expand_template
 from .classify import binary_identities, classify_edges, in_tree_identities
 from .distributions import Distribution, find_distributions, owner_map
-from .graph import build_graph
+from .graph import Edge, dependency_graph, resolve_edges
 from .host import HostReport, detect_host, host_gaps, load_host_report
 from .model import FileError, ScannedBinary
 from .packages import PackageVerdict, package_verdicts
@@ -29,6 +29,9 @@ from .payload import PayloadInspector
 from .readers import MalformedBinary, mapped, read_buffer
 from .rules import RuleSet, ZludaRelease, load_rules
 from .verdict import BinaryVerdict, decide, overall
+
+if TYPE_CHECKING:
+    import networkx as nx
 
 # Archive members up to this size are read from memory; larger ones are
 # spooled to a temporary file so memory stays flat whatever the member's size.
@@ -53,12 +56,18 @@ class ScanResult:
     verdicts: list[BinaryVerdict]
     errors: list[FileError]
     verdict: str
-    graph: nx.DiGraph
+    binaries: list[ScannedBinary]
+    edges: list[Edge]
     files_seen: int
     packages: list[PackageVerdict] = field(default_factory=list)
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+
+    @cached_property
+    def graph(self) -> nx.DiGraph:
+        """The dependency graph (networkx), built on first use."""
+        return dependency_graph(self.binaries, self.edges)
 
 
 class Progress:
@@ -101,7 +110,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
-    graph, edges = build_graph(
+    edges = resolve_edges(
         binaries,
         found.aliases,
         rules,
@@ -126,7 +135,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         verdicts=verdicts,
         errors=sorted(found.errors + read_errors, key=lambda e: e.path),
         verdict=overall(verdicts),
-        graph=graph,
+        binaries=binaries,
+        edges=edges,
         files_seen=found.files_seen,
         packages=packages,
         host=host,

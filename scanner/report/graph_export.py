@@ -2,7 +2,7 @@
 
 Nodes are the scanned binaries (their relative path) and the libraries found
 outside the tree or nowhere (``lib:<name>``, the name folded to lower case
-for Windows), as in `cuda4amd.graph.build_graph`; edges say who loads what.
+for Windows), as in `cuda4amd.graph.dependency_graph`; edges say who loads what.
 `attributed` decorates a scan's networkx graph with what the report knows;
 `from_document` rebuilds the same graph from a report document (a saved
 JSON report), so `cuda4amd report scan.json --graph g.graphml` needs no
