@@ -47,6 +47,7 @@ FAMILIES_FILE = "families.toml"
 SYSTEM_FILE = "system.toml"
 ZLUDA_DIR = "zluda"
 RELEASES_FILE = "releases.toml"
+GPUS_FILE = "gpus.toml"  # GPU profiles, loaded by cuda4amd.host.profiles
 
 
 class RulesError(Exception):
@@ -932,8 +933,8 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
             raise RulesError(folder, "rules folder does not exist")
         top = {p.name: p for p in _toml_files(folder)}
         for name, p in top.items():
-            if name not in (FAMILIES_FILE, SYSTEM_FILE):
-                raise RulesError(p, f"unknown rules file (expected {FAMILIES_FILE}, {SYSTEM_FILE}, "
+            if name not in (FAMILIES_FILE, SYSTEM_FILE, GPUS_FILE):
+                raise RulesError(p, f"unknown rules file (expected {FAMILIES_FILE}, {SYSTEM_FILE}, {GPUS_FILE}, "
                                     f"{ZLUDA_DIR}/{RELEASES_FILE} or {ZLUDA_DIR}/<tag>.toml)")
         for required in (FAMILIES_FILE, SYSTEM_FILE):
             if is_shipped and required not in top:

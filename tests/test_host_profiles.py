@@ -1,4 +1,4 @@
-"""GPU profiles (rules/host/gpus.toml): generated from the shared table, valid, consistent."""
+"""GPU profiles (rules/gpus.toml): generated from the shared table, valid, consistent."""
 from __future__ import annotations
 
 import csv
@@ -20,7 +20,7 @@ from cuda4amd.rules import RulesError, shipped_rules_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO.parent / "shared" / "data"
-SHIPPED = REPO / "rules" / "host" / "gpus.toml"
+SHIPPED = REPO / "rules" / "gpus.toml"
 
 
 @pytest.fixture(scope="module")
@@ -53,7 +53,7 @@ def test_shipped_file_is_where_the_loader_looks(profiles):
 
 
 def test_load_rules_still_accepts_the_rules_folder():
-    # gpus.toml lives in rules/host/ so that load_rules (which rejects unknown top-level files) is unaffected
+    # load_rules accepts gpus.toml beside families.toml and leaves it to cuda4amd.host
     from cuda4amd.rules import load_rules
 
     assert load_rules().families

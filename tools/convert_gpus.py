@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""Regenerate cuda4amd's GPU profiles (rules/host/gpus.toml) from the shared table.
+"""Regenerate cuda4amd's GPU profiles (rules/gpus.toml) from the shared table.
 
-    python tools/convert_gpus.py [--data ../shared/data] [--out rules/host/gpus.toml]
+    python tools/convert_gpus.py [--data ../shared/data] [--out rules/gpus.toml]
 
 Reads ``gpu-profiles.tsv`` (one row per AMD ``gfx`` target) and merges the
 editorial table below (marketing names to match Windows display-adapter names,
@@ -10,9 +10,8 @@ PCI device ids, rocBLAS availability, pitfalls). Output is deterministic
 ``tests/test_host_profiles.py`` re-runs this script into a temporary file and
 requires byte-identical output, and checks the TOML against the TSV.
 
-The file lives in ``rules/host/`` rather than next to ``families.toml``:
-``cuda4amd.rules.load_rules`` rejects unknown top-level rule files, and the
-GPU profiles are loaded by ``cuda4amd.host.profiles`` on their own.
+The file sits next to ``families.toml``; ``cuda4amd.rules.load_rules``
+accepts it and leaves it to ``cuda4amd.host.profiles``, which loads it.
 """
 from __future__ import annotations
 
@@ -304,8 +303,8 @@ def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--data", type=Path, default=repo.parent / "shared" / "data",
                     help="shared data folder (default: ../shared/data next to the repo)")
-    ap.add_argument("--out", type=Path, default=repo / "rules" / "host" / "gpus.toml",
-                    help="file to write (default: the repo's rules/host/gpus.toml)")
+    ap.add_argument("--out", type=Path, default=repo / "rules" / "gpus.toml",
+                    help="file to write (default: the repo's rules/gpus.toml)")
     args = ap.parse_args(argv)
     try:
         text = convert(args.data)

@@ -1,6 +1,6 @@
-"""AMD GPU profiles: what each ``gfx`` target means for ZLUDA (rules/host/gpus.toml).
+"""AMD GPU profiles: what each ``gfx`` target means for ZLUDA (rules/gpus.toml).
 
-    profiles = load_profiles()                 # the shipped rules/host/gpus.toml
+    profiles = load_profiles()                 # the shipped rules/gpus.toml
     p = profiles.get("gfx1031")                # GpuProfile or None
     profiles.gfx_for_name("AMD Radeon RX 6700 XT")   # "gfx1031"
     profiles.gfx_for_pci_id("73DF")                  # "gfx1031"
@@ -37,7 +37,7 @@ __all__ = ["GpuProfile", "GpuProfiles", "load_profiles", "normalize_model", "gfx
            "base_gfx", "gfx_major", "zluda_capable", "GPU_PROFILES_FILE", "FAMILIES", "PITFALL_IDS"]
 
 #: path of the shipped file, relative to the rules folder
-GPU_PROFILES_FILE = Path("host") / "gpus.toml"
+GPU_PROFILES_FILE = Path("gpus.toml")
 FAMILIES: tuple[str, ...] = ("rdna4", "rdna3", "rdna2", "rdna1", "gcn5", "gcn4")
 #: platform pitfalls the host code refers to; the shipped file must define them
 PITFALL_IDS: tuple[str, ...] = ("hsa-override-windows", "miopen-windows", "hip-path-windows")
