@@ -18,7 +18,7 @@ class Identity:
     family: str | None  # family id, "unknown" for unrecognised NVIDIA-like names, None if not CUDA
     family_name: str | None
     route: str | None  # redirect | passthrough | stub | blocked | unknown
-    basis: str | None  # zluda-release | family-default | unknown-name
+    basis: str | None  # zluda-release | family-default | in-tree | unknown-name
     replacement: str | None  # the ZLUDA file that takes this name
     zluda_library: str | None  # its function-table key
     advice: str | None = None
