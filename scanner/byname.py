@@ -97,6 +97,7 @@ from dataclasses import dataclass
 from typing import Iterator
 
 from .binview import BinView, MalformedBinary
+from .fatbin import MAGIC_BYTES
 from .model import BinaryInfo
 
 __all__ = [
@@ -130,8 +131,6 @@ MAX_ATTEMPTS = 100_000
 MAX_INFLATED_TOTAL = 64 * 1024 * 1024
 #: Bytes between two fat binary containers worth searching (less is padding).
 MIN_GAP = 16
-#: Fat binary container magic (little-endian 0xBA55ED50).
-FATBIN_MAGIC = b"\x50\xed\x55\xba"
 
 ZLIB_MARKER = b"cannot initialise module strings"  # Cython >= 3.2, __Pyx_DecompressString
 LZSS_MARKER = b"LZSS string data decompression failed"  # Cython >= 3.3
@@ -345,7 +344,7 @@ def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
     pos = search = lo
     find = buf.find
     while search < hi:
-        m = find(FATBIN_MAGIC, search, hi)
+        m = find(MAGIC_BYTES, search, hi)
         if m < 0:
             break
         if m + 16 <= hi:

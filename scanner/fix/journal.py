@@ -39,6 +39,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from .plan import FIX_DIR, JOURNAL_NAME, Plan
+from .release import sha256_file
 
 __all__ = ["JOURNAL_SCHEMA", "FileOps", "Journal", "ApplyError", "UndoError", "UndoOutcome", "apply_plan",
            "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError"]
@@ -162,14 +163,6 @@ class FileOps:
 # states
 # ---------------------------------------------------------------------------
 
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
-
-
 def file_state(path: Path) -> dict[str, Any]:
     """What is at `path`: absent, a folder, a link (target) or a file (sha256, mode)."""
     try:
@@ -181,7 +174,7 @@ def file_state(path: Path) -> dict[str, Any]:
     if stat.S_ISDIR(st.st_mode):
         return {"kind": "dir"}
     if stat.S_ISREG(st.st_mode):
-        return {"kind": "file", "sha256": _sha(path), "mode": stat.S_IMODE(st.st_mode)}
+        return {"kind": "file", "sha256": sha256_file(path), "mode": stat.S_IMODE(st.st_mode)}
     return {"kind": "other"}
 
 
@@ -462,7 +455,7 @@ def _apply_one(journal: Journal, index: int, a: dict, ops: FileOps, store_root: 
 
 def _make_backup(journal: Journal, a: dict, ops: FileOps, dest: Path) -> None:
     backup = journal.abs(a["backup"])
-    if backup.is_file() and _sha(backup) == a["before"]["sha256"]:
+    if backup.is_file() and sha256_file(backup) == a["before"]["sha256"]:
         return
     _makedirs(ops, backup.parent, journal.root / FIX_DIR)
     tmp = backup.with_name(backup.name + TMP_SUFFIX)

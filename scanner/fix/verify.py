@@ -15,7 +15,6 @@ re-scan's report document.
 """
 from __future__ import annotations
 
-import hashlib
 import json
 import os
 import posixpath
@@ -25,6 +24,7 @@ from typing import Any
 
 from .journal import REPORT_PATH, Journal, _after, _same, file_state
 from .plan import FIX_DIR, STORE_DIR, in_fix_dir
+from .release import sha256_file
 
 __all__ = ["Verification", "verify", "after_report", "REPORT_NAME", "REPORT_SCHEMA"]
 
@@ -52,14 +52,6 @@ class Verification:
 
     def to_dict(self) -> dict[str, Any]:
         return {"ok": self.ok, "checks": self.checks, "problems": self.problems}
-
-
-def _sha(path: Path) -> str:
-    h = hashlib.sha256()
-    with open(path, "rb") as f:
-        for block in iter(lambda: f.read(1 << 20), b""):
-            h.update(block)
-    return h.hexdigest()
 
 
 def verify(journal: Journal, result) -> Verification:
@@ -103,7 +95,7 @@ def verify(journal: Journal, result) -> Verification:
             continue
         check["loads"] = _show(root, loads)
         try:
-            check["sha256"] = _sha(loads)
+            check["sha256"] = sha256_file(loads)
         except OSError as exc:
             out.problems.append(f"{row['binary']}: {row['name']} → {check['loads']}: {exc.strerror or exc}")
             continue
