@@ -71,7 +71,14 @@ def test_apply_verify_undo_demo(rules, tmp_path, fix_cache, mode):
     assert snapshot(tmp_path, skip=(fix_cache,)) == base
 
 
-def test_rerun_is_idempotent(rules, tmp_path, fix_cache):
+def test_rerun_is_idempotent(rules, tmp_path, fix_cache, monkeypatch):
+    # every journal stamp differs, as when a second passes between the runs
+    import itertools
+
+    import cuda4amd.fix.journal as journal_module
+
+    ticks = itertools.count()
+    monkeypatch.setattr(journal_module.time, "strftime", lambda fmt, t=None: f"tick-{next(ticks)}")
     tool = demo_copy(tmp_path)
     assert fix(rules, tool, fix_cache).status == "applied"
     after = snapshot(tool)

@@ -208,6 +208,9 @@ def journal_path(root: Path) -> Path:
 class Journal:
     path: Path
     data: dict[str, Any]
+    # what is on disk, less the "updated" stamp: a save that would change
+    # nothing else writes nothing, so a re-run of a finished fix leaves the tree as it was
+    on_disk: str | None = None
 
     @property
     def root(self) -> Path:
@@ -237,10 +240,17 @@ class Journal:
         return self.state in ("applied", "verified", "verify-failed")
 
     def save(self, ops: FileOps) -> None:
+        content = self._content()
+        if content == self.on_disk:
+            return
         self.data["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
         # compact: the C encoder, and the journal is rewritten around every change
         text = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
         ops.atomic_write(self.path, (text.replace(',{"kind":', ',\n{"kind":') + "\n").encode("utf-8"))
+        self.on_disk = content
+
+    def _content(self) -> str:
+        return json.dumps({k: v for k, v in self.data.items() if k != "updated"}, sort_keys=True)
 
     def abs(self, path: str) -> Path:
         return Path(path) if os.path.isabs(path) else self.root.joinpath(*path.split("/"))
@@ -263,8 +273,10 @@ def load_journal(root: Path) -> Journal | None:
         raise FixDirError(f"{path}: cannot read the journal ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != JOURNAL_SCHEMA:
         raise FixDirError(f"{path}: not a cuda4amd journal ({JOURNAL_SCHEMA})")
-    data["root"] = str(Path(root).resolve())  # the tree may have moved since
-    return Journal(path, data)
+    journal = Journal(path, data)
+    journal.on_disk = journal._content()
+    data["root"] = str(Path(root).resolve())  # the tree may have moved since: then the next save writes it
+    return journal
 
 
 def _only_our_leftovers(fix_dir: Path) -> bool:
