@@ -1,3 +1,3 @@
-from .cli import main
+from cuda4amd.cli import main
 
 main()

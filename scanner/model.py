@@ -10,8 +10,8 @@ from dataclasses import dataclass
 from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
-    from .byname import NameReference
-    from .fatbin import KernelReport
+    from cuda4amd.scan.read.byname import NameReference
+    from cuda4amd.scan.read.fatbin import KernelReport
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]

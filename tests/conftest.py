@@ -14,7 +14,7 @@ sys.path.insert(0, str(Path(__file__).parent))
 
 @pytest.fixture(scope="session")
 def rules():
-    from cuda4amd.rules import load_rules
+    from cuda4amd.rules.loader import load_rules
 
     return load_rules()
 
@@ -23,7 +23,7 @@ def rules():
 def scan(rules):
     """Run the whole pipeline on a path and return the report document."""
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     def run(target, **options):
         return build(run_scan(ScanOptions(target=str(target), **options), rules=rules))

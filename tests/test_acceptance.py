@@ -8,7 +8,6 @@ from __future__ import annotations
 import csv
 
 import pytest
-
 from conftest import SHARED_DATA, by_path, dependency
 from wheelcache import Unavailable, unpacked, wheel
 
@@ -35,7 +34,7 @@ def cupy_tree():
 @pytest.fixture(scope="module")
 def cupy_report(rules, cupy_tree):
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     return build(run_scan(ScanOptions(target=str(cupy_tree)), rules=rules))
 
@@ -104,7 +103,7 @@ def test_cupy_other_libraries(cupy_report):
 
 def test_scanning_the_wheel_equals_scanning_its_tree(rules, cupy_report):
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     archive = fetch(wheel, CUPY)
     from_wheel = build(run_scan(ScanOptions(target=str(archive)), rules=rules))

@@ -7,12 +7,13 @@ import mmap
 import zlib
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
-from cuda4amd.binview import MalformedBinary
-from cuda4amd.byname import (
+from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.byname import (
     LZSS_MARKER,
     ZLIB_MARKER,
     NameReference,
@@ -20,8 +21,7 @@ from cuda4amd.byname import (
     find_library_names,
     platform_of_info,
 )
-from cuda4amd.model import BinaryInfo, Section
-from cuda4amd.readers import read_bytes, read_path
+from cuda4amd.scan.read.engine import read_bytes, read_path
 
 BYNAME = FIXTURES / "byname"
 
@@ -236,7 +236,7 @@ def test_pe_directory_names_are_not_by_name_loads(rules, monkeypatch):
     """MSVC merges the import/export directories' DLL names into .rdata; they
     are skipped by file offset. Here: loader.dll's export name, renamed to a
     CUDA name of the same length, with .edata/.idata presented as .rdata."""
-    import cuda4amd.byname as byname
+    import cuda4amd.scan.read.byname as byname
 
     data = (BYNAME / "loader.dll").read_bytes()
     assert data.count(b"loader.dll\0") == 1
@@ -307,7 +307,7 @@ def test_fuzz_random_sections(rules, blob, fmt):
 
 
 def test_hostile_hit_count_is_capped(rules, monkeypatch):
-    import cuda4amd.byname as byname
+    import cuda4amd.scan.read.byname as byname
 
     monkeypatch.setattr(byname, "MAX_HITS", 1000)
     data = b".so" * 2000
@@ -360,7 +360,7 @@ def test_real_cupy_cython_zlib_tables(rules):
     """cupy 14.2.0 is built with Cython 3.2.4: zlib-compressed string tables.
     driver.pyx's table holds "libcuda.so.1" and "nvcuda.dll" glued together
     ("...driver.pyxlibcuda.so.1nvcuda.dll..."), found only by inflating it."""
-    from cuda4amd.byname import PE_CONST_SECTIONS, _cython_tables, _ranges
+    from cuda4amd.scan.read.byname import PE_CONST_SECTIONS, _cython_tables, _ranges
 
     root = tree(CUPY)
     path = root / "cupy_backends/cuda/api/driver.cp312-win_amd64.pyd"
@@ -402,7 +402,7 @@ def test_real_cupy_names(rules):
 
 
 def test_expand_template(rules):
-    from cuda4amd.byname import expand_template
+    from cuda4amd.scan.read.byname import expand_template
 
     assert expand_template("nvrtc64_%d_0.dll", rules, "windows") == (
         "nvrtc64_100_0.dll", "nvrtc64_101_0.dll", "nvrtc64_102_0.dll", "nvrtc64_110_0.dll",

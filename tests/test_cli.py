@@ -6,8 +6,8 @@ import sys
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES
+
 from cuda4amd.cli import main
 
 if sys.version_info >= (3, 11):
@@ -113,8 +113,8 @@ def test_lief_engine_gives_the_same_report():
 
 
 def test_progress_bar_goes_to_stderr_of_a_terminal(capsys):
-    from cuda4amd.progress import TerminalProgress
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.cli.progress import TerminalProgress
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     with TerminalProgress() as progress:
         result = run_scan(ScanOptions(target=str(FIXTURES / "pe")), progress)

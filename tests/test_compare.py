@@ -6,12 +6,19 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-from markdown_it import MarkdownIt
-
 from conftest import FIXTURES
+from markdown_it import MarkdownIt
 from test_goldens import GOLDENS
 
-from cuda4amd.compare import ReportFileError, check_report, compare, load_report, render_json, render_markdown, render_text
+from cuda4amd.report.diff import (
+    ReportFileError,
+    check_report,
+    compare,
+    load_report,
+    render_json,
+    render_markdown,
+    render_text,
+)
 
 
 def run(*args):

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda4amd.discover import Target, resolve_target
-from cuda4amd.distributions import (
+from cuda4amd.scan.discover import Target, resolve_target
+from cuda4amd.scan.distributions import (
     Distribution,
     canonical_name,
     find_distributions,
@@ -133,8 +133,9 @@ def test_folder_target_finds_nested_site_packages(tmp_path):
 
 def test_paths_match_discovery(tmp_path):
     """owner_map keys are the FoundBinary paths discovery produces."""
-    from cuda4amd.discover import discover
     from conftest import FIXTURES
+
+    from cuda4amd.scan.discover import discover
 
     venv = tmp_path / "venv"
     venv.mkdir()
@@ -288,7 +289,7 @@ def test_wheel_every_member_belongs_to_its_dist_info(tmp_path):
         "torch/lib/torch_cuda.dll", "torch/__init__.py", "torch-2.3.0+cu118.data/scripts/torchrun.exe",
         "torch-2.3.0+cu118.dist-info/METADATA", "torch-2.3.0+cu118.dist-info/RECORD",
     })
-    from cuda4amd.discover import discover
+    from cuda4amd.scan.discover import discover
 
     found = discover(target)
     owners = owner_map([dist])

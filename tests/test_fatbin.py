@@ -4,7 +4,7 @@ and real CUDA wheels.
 The fixture facts below were produced by nvcc 13.0 (fixtures/kernels/build.sh)
 and checked with the independent carver fixtures/kernels/carve.py, whose
 listing is fixtures/kernels/entries.txt; the wheel facts likewise come from
-carve.py, not from cuda4amd.fatbin.
+carve.py, not from cuda4amd.scan.read.fatbin.
 """
 from __future__ import annotations
 
@@ -16,14 +16,14 @@ from functools import lru_cache
 from pathlib import Path
 
 import pytest
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
-from cuda4amd import fatbin
-from cuda4amd.binview import MalformedBinary
-from cuda4amd.fatbin import FatbinEntry, KernelReport, analyse_kernels
-from cuda4amd.readers import read_path
+from cuda4amd.scan.read import fatbin
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.engine import read_path
+from cuda4amd.scan.read.fatbin import FatbinEntry, KernelReport, analyse_kernels
 
 KERNELS = FIXTURES / "kernels"
 MAGIC = struct.pack("<I", 0xBA55ED50)

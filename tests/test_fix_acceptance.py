@@ -9,11 +9,11 @@ from __future__ import annotations
 import shutil
 
 import pytest
+from test_fix_apply import _fault_loop, fix, scan
+from test_fix_support import WIN_HOST, WIN_ZIP, changed, fix_cache, snapshot  # noqa: F401 - fix_cache is a fixture
+from wheelcache import Unavailable, unpacked
 
 from cuda4amd.fix.journal import load_journal, undo_target
-from test_fix_apply import _fault_loop, fix, scan
-from test_fix_support import WIN_HOST, WIN_ZIP, fix_cache, changed, snapshot  # noqa: F401 - fix_cache is a fixture
-from wheelcache import Unavailable, unpacked
 
 pytestmark = pytest.mark.acceptance
 

@@ -9,17 +9,30 @@ import sys
 
 import pytest
 from click.testing import CliRunner
+from test_fix_support import (  # noqa: F401 - fix_cache is a fixture
+    LINUX_HOST,
+    LINUX_TGZ,
+    WIN_HOST,
+    WIN_ZIP,
+    CountingOps,
+    Crash,
+    Fault,
+    FaultyOps,
+    NoSyncOps,
+    ReleaseServer,
+    changed,
+    demo_copy,
+    fix_cache,
+    linux_app,
+    sha256,
+    snapshot,
+)
 
 from cuda4amd.fix.apply import fix_target
 from cuda4amd.fix.journal import FileOps, load_journal, undo_target
 from cuda4amd.host import load_host_report
-from cuda4amd.rules import Pin
-from cuda4amd.scan import ScanOptions, run_scan
-from test_fix_support import (  # noqa: F401 - fix_cache is a fixture
-    LINUX_HOST, LINUX_TGZ, WIN_HOST, WIN_ZIP, CountingOps, Crash, Fault, FaultyOps, NoSyncOps, ReleaseServer, fix_cache,
-    changed,
-    demo_copy, linux_app, sha256, snapshot,
-)
+from cuda4amd.rules.loader import Pin
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
 HOWS = ("exception", "crash", "disk-full", "read-only", "locked")
 
@@ -226,7 +239,7 @@ def test_linux_launcher_runs_the_application_through_zluda(rules, tmp_path, fix_
     assert done.returncode == 7, done.stderr
     lines = done.stdout.splitlines()
     zluda = app / ".cuda4amd" / "zluda"
-    assert f"env:HIP_PATH=/opt/rocm-6.4.1" in lines
+    assert "env:HIP_PATH=/opt/rocm-6.4.1" in lines
     assert f"env:LD_LIBRARY_PATH={zluda}:/opt/rocm-6.4.1/lib:/somewhere/else" in lines
     assert f"env:LD_AUDIT={zluda}/zluda_ld" in lines
     loaded = [line[len("loaded:"):] for line in lines if line.startswith("loaded:")]

@@ -6,10 +6,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from test_fix_support import HOSTILE, LINUX_TGZ, TAG, WIN_ZIP, sha256, snapshot
 
 from cuda4amd.fix.archive import ArchiveError, extract_archive, inspect_archive, open_folder, prepare_store
 from cuda4amd.fix.release import ReleaseSource
-from test_fix_support import HOSTILE, LINUX_TGZ, TAG, WIN_ZIP, sha256, snapshot
 
 
 @pytest.fixture(scope="module")

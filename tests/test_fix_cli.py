@@ -2,9 +2,9 @@
 from __future__ import annotations
 
 from click.testing import CliRunner
+from test_fix_support import WIN_HOST, WIN_ZIP, demo_copy, fix_cache, snapshot  # noqa: F401 - fix_cache is a fixture
 
 from cuda4amd.cli import main
-from test_fix_support import WIN_HOST, WIN_ZIP, demo_copy, fix_cache, snapshot  # noqa: F401 - fix_cache is a fixture
 
 
 def invoke(*args):

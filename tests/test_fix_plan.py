@@ -5,14 +5,14 @@ import json
 import os
 
 import pytest
+from test_fix_support import LINUX_HOST, LINUX_TGZ, WIN_HOST, WIN_ZIP, demo_copy, fix_cache, linux_app, snapshot  # noqa: F401
 
 from cuda4amd.fix.apply import fix_target
 from cuda4amd.fix.launchers import LauncherError, render_cmd, render_sh
 from cuda4amd.fix.plan import EnvVar, Plan, PlanError, make_plan
 from cuda4amd.fix.release import choose_source
 from cuda4amd.host import HostReport, load_host_report
-from cuda4amd.scan import ScanOptions, run_scan
-from test_fix_support import LINUX_HOST, LINUX_TGZ, WIN_HOST, WIN_ZIP, fix_cache, demo_copy, linux_app, snapshot  # noqa: F401
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
 
 def scan(rules, target, host="none"):

@@ -5,6 +5,7 @@ import dataclasses
 import hashlib
 
 import pytest
+from test_fix_support import WIN_ZIP, ReleaseServer, fix_cache, sha256  # noqa: F401 - fix_cache is a fixture
 
 from cuda4amd.fix.release import (
     ReleaseError,
@@ -15,8 +16,7 @@ from cuda4amd.fix.release import (
     fetch_archive,
     release_url,
 )
-from cuda4amd.rules import Pin
-from test_fix_support import WIN_ZIP, ReleaseServer, fix_cache, sha256  # noqa: F401 - fix_cache is a fixture
+from cuda4amd.rules.loader import Pin
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
 BODY_SHA = hashlib.sha256(BODY).hexdigest()

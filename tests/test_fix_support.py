@@ -14,8 +14,8 @@ import time
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from cuda4amd.fix.journal import FileOps
 
 ZLUDA = FIXTURES / "zluda"
@@ -289,7 +289,7 @@ def test_fixture_sums_match():
 def test_fixture_release_has_the_table_files_and_exports(rules):
     import zipfile
 
-    from cuda4amd.readers import read_buffer
+    from cuda4amd.scan.read.engine import read_buffer
 
     release = rules.release(TAG)
     with zipfile.ZipFile(WIN_ZIP) as z:
@@ -311,7 +311,7 @@ def test_fixture_release_has_the_table_files_and_exports(rules):
 
 def test_no_loose_binaries_under_fixtures_zluda():
     """The reader tests walk fixtures/ for PE/ELF files; the fix fixtures stay packed."""
-    from cuda4amd.readers import sniff_file
+    from cuda4amd.scan.read.engine import sniff_file
 
     for p in ZLUDA.rglob("*"):
         if p.is_file():

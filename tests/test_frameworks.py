@@ -6,14 +6,14 @@ from pathlib import Path
 
 import pytest
 
-from cuda4amd.frameworks import (
+from cuda4amd.rules.frameworks import (
     SASS_ONLY,
     Framework,
     advice_for,
     framework_for,
     load_frameworks,
 )
-from cuda4amd.rules import RulesError, shipped_rules_dir
+from cuda4amd.rules.loader import RulesError, shipped_rules_dir
 
 SHIPPED = shipped_rules_dir() / "frameworks"
 EXPECTED = {"bitsandbytes", "ctranslate2", "cuda_python", "cupy", "llama_cpp_python", "onnxruntime",

@@ -18,7 +18,6 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES, REPO
 
 if sys.version_info >= (3, 11):
@@ -74,16 +73,16 @@ def strict_validator():
 
 
 def golden_private():
-    from cuda4amd.redact import PrivateStrings
+    from cuda4amd.report.redact import PrivateStrings
 
     return PrivateStrings(homes=("/home/golden-user",), users=("golden-user",), hosts=("golden-host",))
 
 
 def scan_case(case: str, rules):
     """(ScanResult, redacted document) of a golden case, as `cuda4amd scan` run from the repository makes it."""
-    from cuda4amd.redact import Redactor
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.report.redact import Redactor
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     target, options = CASES[case]
     options = {"host": "none", **{k: os.path.relpath(v, REPO) if k == "host" else v for k, v in options.items()}}
@@ -171,7 +170,7 @@ def test_every_golden_json_validates_against_the_documented_schema(case):
 @pytest.mark.parametrize("case", sorted(CASES))
 def test_a_saved_json_report_renders_to_the_same_goldens(case, fmt):
     """`cuda4amd report scan.json --format X` needs no re-scan: every format from the saved JSON is the golden."""
-    from cuda4amd.compare import load_report
+    from cuda4amd.report.diff import load_report
 
     document = load_report(GOLDENS / case / "scan.json")
     assert render_case(fmt, document) == (GOLDENS / case / REPORTS[fmt]).read_text(encoding="utf-8")
@@ -179,8 +178,8 @@ def test_a_saved_json_report_renders_to_the_same_goldens(case, fmt):
 
 @pytest.mark.parametrize("case", GRAPH_CASES)
 def test_graph_from_a_saved_report_is_the_scan_graph(case):
-    from cuda4amd.compare import load_report
     from cuda4amd.report import graph_export
+    from cuda4amd.report.diff import load_report
 
     graph = graph_export.from_document(load_report(GOLDENS / case / "scan.json"))
     assert graph_export.dumps(graph, "json") == (GOLDENS / case / "graph.json").read_text(encoding="utf-8")
@@ -189,10 +188,10 @@ def test_graph_from_a_saved_report_is_the_scan_graph(case):
 @pytest.mark.parametrize("fmt", ["json", "markdown", "toml"])
 def test_the_cli_writes_the_goldens(tmp_path, monkeypatch, fmt):
     """`cuda4amd scan <absolute path> --host none -o scan.X`, run from the repository: the golden file."""
-    import cuda4amd.redact
+    import cuda4amd.report.redact
     from cuda4amd.cli import main
 
-    monkeypatch.setattr(cuda4amd.redact, "private_strings", golden_private)
+    monkeypatch.setattr(cuda4amd.report.redact, "private_strings", golden_private)
     monkeypatch.chdir(REPO)
     out = tmp_path / REPORTS[fmt]
     graph = tmp_path / "graph.graphml"
@@ -204,10 +203,10 @@ def test_the_cli_writes_the_goldens(tmp_path, monkeypatch, fmt):
 
 
 def test_the_report_command_renders_the_markdown_golden(tmp_path, monkeypatch):
-    import cuda4amd.redact
+    import cuda4amd.report.redact
     from cuda4amd.cli import main
 
-    monkeypatch.setattr(cuda4amd.redact, "private_strings", golden_private)
+    monkeypatch.setattr(cuda4amd.report.redact, "private_strings", golden_private)
     result = CliRunner().invoke(main, ["report", str(GOLDENS / "pe" / "scan.json"), "--format", "markdown"])
     assert result.exit_code == 3, result.output  # the saved verdict's exit status, as for scan
     assert result.output == (GOLDENS / "pe" / "scan.md").read_text(encoding="utf-8")

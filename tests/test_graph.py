@@ -70,7 +70,7 @@ def test_soname_symlink_resolves_to_the_real_file(tmp_path, scan):
 
 
 def test_networkx_graph_holds_binaries_and_libraries(rules):
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     result = run_scan(ScanOptions(target=str(FIXTURES / "demo" / "Tool")), rules=rules)
     graph = result.graph

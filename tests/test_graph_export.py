@@ -6,18 +6,17 @@ import json
 import networkx as nx
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES
 from test_goldens import CASES, GOLDENS
 
-from cuda4amd.redact import PrivateStrings, Redactor
 from cuda4amd.report import graph_export
+from cuda4amd.report.redact import PrivateStrings, Redactor
 
 
 @pytest.fixture(scope="module")
 def scans(rules):
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     out = {}
     for case, (target, options) in CASES.items():

@@ -11,8 +11,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-
 from conftest import FIXTURES
+
 from cuda4amd.host import (
     REDIRECTED_FAMILIES,
     SCHEMA,
@@ -40,7 +40,7 @@ XTX = HipRuntimeResult(library="amdhip64_6.dll", version="6.2.41512",
 
 @pytest.fixture(scope="module")
 def rules():
-    from cuda4amd.rules import load_rules
+    from cuda4amd.rules.loader import load_rules
 
     return load_rules()
 

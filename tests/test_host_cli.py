@@ -7,10 +7,11 @@ import sys
 
 import click
 from click.testing import CliRunner
-
 from conftest import FIXTURES
+
+from cuda4amd.cli.doctor import doctor
 from cuda4amd.host import HostReport, readiness
-from cuda4amd.host.doctor import doctor, render_console
+from cuda4amd.host.doctor import render_console
 
 
 def run(*args):

@@ -5,8 +5,8 @@ import json
 import struct
 
 import pytest
-
 from conftest import FIXTURES
+
 from cuda4amd.host.gpus import (
     gpus_from_cim,
     gpus_from_hipinfo,
@@ -17,9 +17,9 @@ from cuda4amd.host.gpus import (
     parse_rocminfo,
 )
 from cuda4amd.host.probes import CommandResult, format_hip_version, parse_props
-from cuda4amd.host.profiles import load_profiles
 from cuda4amd.host.sdk import files_for_arch, kernel_archs, parse_hip_version_file
 from cuda4amd.host.testing import read_recorded
+from cuda4amd.rules.gpus import load_profiles
 
 HOST = FIXTURES / "host"
 

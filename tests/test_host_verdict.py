@@ -5,8 +5,8 @@ import json
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES, by_path
+
 from cuda4amd.cli import main
 from cuda4amd.host import HipDevice, HipRuntimeResult, detect_host
 from cuda4amd.host.testing import build_tree, windows_probes

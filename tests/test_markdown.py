@@ -12,9 +12,8 @@ import re
 from pathlib import Path
 
 import pytest
-from markdown_it import MarkdownIt
-
 from conftest import REPO
+from markdown_it import MarkdownIt
 from test_goldens import GOLDENS, strict_validator
 from wheelcache import Unavailable, unpacked
 
@@ -178,7 +177,8 @@ def test_no_cuda_target():
 
 
 def test_markdown_is_a_registered_format_with_the_md_extension():
-    from cuda4amd.report import FORMATS, format_for_path, render as render_any
+    from cuda4amd.report import FORMATS, format_for_path
+    from cuda4amd.report import render as render_any
 
     assert "markdown" in FORMATS and format_for_path("Report.MD") == "markdown"
     assert render_any("markdown", golden("elf"), verbose=True, width=80) == (GOLDENS / "elf" / "scan.md").read_text(encoding="utf-8")
@@ -190,7 +190,7 @@ def test_cupy_report_reads_well_on_github(tmp_path):
     from click.testing import CliRunner
 
     from cuda4amd.cli import main
-    from cuda4amd.compare import compare, load_report
+    from cuda4amd.report.diff import compare, load_report
 
     try:
         tree = unpacked("cupy-cuda12x==14.2.0")

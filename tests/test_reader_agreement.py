@@ -20,10 +20,10 @@ from dataclasses import asdict
 from pathlib import Path
 
 import pytest
+from test_readers import CUDA_ELF, FIXTURES, build_samples, fixture_binaries, make_elf
 
-from cuda4amd.binview import MalformedBinary
-from cuda4amd.readers import read_bytes, read_path, sniff
-from test_readers import FIXTURES, build_samples, fixture_binaries, make_elf, CUDA_ELF
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.engine import read_bytes, read_path, sniff
 
 EXPECTED_WHEELS = (
     "cupy_cuda12x-14.2.0",

@@ -14,11 +14,11 @@ from pathlib import Path
 import pytest
 from hypothesis import HealthCheck, event, given, settings
 from hypothesis import strategies as st
-
-from cuda4amd.binview import MalformedBinary
-from cuda4amd.model import BinaryInfo
-from cuda4amd.readers import read_bytes, read_path, sniff_file
 from test_readers import CUDA_ELF, build_samples, fixture_binaries, make_elf
+
+from cuda4amd.model import BinaryInfo
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.engine import read_bytes, read_path, sniff_file
 
 MAX_SEED = 2 * 1024 * 1024  # keep each example cheap to copy and mutate
 

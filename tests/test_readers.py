@@ -22,9 +22,9 @@ from pathlib import Path
 
 import pytest
 
-from cuda4amd.binview import MalformedBinary
 from cuda4amd.model import BinaryInfo, ImportedLibrary
-from cuda4amd.readers import SNIFF_BYTES, read_bytes, read_path, sniff, sniff_file
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.engine import SNIFF_BYTES, read_bytes, read_path, sniff, sniff_file
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 
@@ -379,7 +379,7 @@ def test_unknown_engine():
 
 
 def test_import_does_not_load_lief_or_pefile():
-    code = "import sys, cuda4amd.readers; print('lief' in sys.modules, 'pefile' in sys.modules)"
+    code = "import sys, cuda4amd.scan.read.engine; print('lief' in sys.modules, 'pefile' in sys.modules)"
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout
     assert out.split() == ["False", "False"]
 
@@ -406,7 +406,7 @@ def test_read_path_memory_does_not_grow_with_file_size(samples, tmp_path):
     code = textwrap.dedent(
         f"""
         import resource, sys
-        from cuda4amd.readers import read_path
+        from cuda4amd.scan.read.engine import read_path
         before = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
         info = read_path({str(big)!r})
         after = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

@@ -6,10 +6,9 @@ import shutil
 
 import pytest
 from click.testing import CliRunner
-
 from conftest import FIXTURES, by_path, dependency
 
-from cuda4amd.redact import HOME, HOST, USER, PrivateStrings, Redactor, private_strings
+from cuda4amd.report.redact import HOME, HOST, USER, PrivateStrings, Redactor, private_strings
 
 WINDOWS = PrivateStrings(homes=("C:\\Users\\Bob Smith",), users=("Bob Smith", "bsmith"), hosts=("DESKTOP-7QX1.corp.example",))
 POSIX = PrivateStrings(homes=("/home/j.doe+ci",), users=("j.doe+ci",), hosts=("Ünïcode-Box",))
@@ -130,7 +129,7 @@ def test_host_block_and_free_text_are_redacted():
 @pytest.fixture
 def named_tree(tmp_path, monkeypatch):
     """The demo app under a folder named like the (injected) user, with a search path in the home folder."""
-    import cuda4amd.redact
+    import cuda4amd.report.redact
 
     home = tmp_path / "home" / "Zed"
     app = home / "apps" / "ZED-Tool"
@@ -138,7 +137,7 @@ def named_tree(tmp_path, monkeypatch):
     shutil.copy(FIXTURES / "pe" / "chain" / "chain_app.exe", app)
     (home / "lib").mkdir()
     (home / "lib" / "missing_vendor.dll").write_bytes(b"")
-    monkeypatch.setattr(cuda4amd.redact, "private_strings",
+    monkeypatch.setattr(cuda4amd.report.redact, "private_strings",
                         lambda: PrivateStrings(homes=(str(home),), users=("zed",), hosts=("zed-pc",)))
     monkeypatch.chdir(tmp_path)
     return home, app

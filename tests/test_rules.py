@@ -1,4 +1,4 @@
-"""Tests of the rule files (rules/**) and their loader (cuda4amd.rules).
+"""Tests of the rule files (rules/**) and their loader (cuda4amd.rules.loader).
 
 The agreement tests compare the shipped TOML with the reference tables in
 ../shared/data (located relative to this repo); they are skipped with a
@@ -16,10 +16,10 @@ from pathlib import Path
 import pytest
 
 from cuda4amd import rules as rules_pkg
-from cuda4amd.rules import (
+from cuda4amd.rules.loader import (
     Family,
-    RuleSet,
     RulesError,
+    RuleSet,
     ZludaRelease,
     load_release,
     load_rules,
@@ -438,7 +438,7 @@ def test_bad_platform_is_a_value_error(rules: RuleSet) -> None:
 # ---------------------------------------------------------------------------
 
 def test_release_is_lazy_and_cached_per_ruleset(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cuda4amd import rules as loader
+    from cuda4amd.rules import loader
 
     calls: list[Path] = []
     real = loader.load_release

@@ -10,12 +10,12 @@ import shutil
 import tempfile
 from pathlib import Path
 
+from conftest import FIXTURES
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from conftest import FIXTURES
 from cuda4amd.report.document import build
-from cuda4amd.scan import ScanOptions, run_scan
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
 SEEDS = [
     FIXTURES / "pe" / "blas_mixed.dll",

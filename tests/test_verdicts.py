@@ -6,14 +6,13 @@ the ZLUDA v6-preview.69 table by fixtures/build.sh).
 from __future__ import annotations
 
 import pytest
-
 from conftest import FIXTURES, by_path, dependency
 
 
 @pytest.fixture(scope="module")
 def pe(rules):
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     return build(run_scan(ScanOptions(target=str(FIXTURES / "pe")), rules=rules))
 
@@ -21,7 +20,7 @@ def pe(rules):
 @pytest.fixture(scope="module")
 def elf(rules):
     from cuda4amd.report.document import build
-    from cuda4amd.scan import ScanOptions, run_scan
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     return build(run_scan(ScanOptions(target=str(FIXTURES / "elf")), rules=rules))
 

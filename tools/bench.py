@@ -41,8 +41,8 @@ SETS = {"core": CORE, "core+cublas": CORE + ["nvidia-cublas-cu12==12.9.2.10"]}
 
 READ_STAGE = """
 import json, resource, sys, time
-from cuda4amd.discover import discover, resolve_target
-from cuda4amd.scan import read_all
+from cuda4amd.scan.discover import discover, resolve_target
+from cuda4amd.scan.pipeline import read_all
 target = resolve_target(sys.argv[1])
 found = discover(target).binaries
 start = time.perf_counter()

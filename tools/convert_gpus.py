@@ -10,8 +10,8 @@ PCI device ids, rocBLAS availability, pitfalls). Output is deterministic
 ``tests/test_host_profiles.py`` re-runs this script into a temporary file and
 requires byte-identical output, and checks the TOML against the TSV.
 
-The file sits next to ``families.toml``; ``cuda4amd.rules.load_rules``
-accepts it and leaves it to ``cuda4amd.host.profiles``, which loads it.
+The file sits next to ``families.toml``; ``cuda4amd.rules.loader.load_rules``
+accepts it and leaves it to ``cuda4amd.rules.gpus``, which loads it.
 """
 from __future__ import annotations
 
@@ -48,7 +48,7 @@ COLUMNS = ["gfx", "generation", "wave32_rdna", "upstream_zluda", "windows_hip_sd
 # gfx -> marketing names as AMD's drivers report them (without the "AMD " prefix).
 # Matched against Windows display-adapter names and rocminfo marketing names after
 # normalisation (case, "AMD", "(TM)", "Graphics", "Series" dropped): see
-# cuda4amd.host.profiles.normalize_model. Expanded from the TSV's example_models.
+# cuda4amd.rules.gpus.normalize_model. Expanded from the TSV's example_models.
 MODELS: dict[str, list[str]] = {
     "gfx1200": ["Radeon RX 9060 XT"],
     "gfx1201": ["Radeon RX 9070", "Radeon RX 9070 XT", "Radeon RX 9070 GRE", "Radeon AI PRO R9700"],

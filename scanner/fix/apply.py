@@ -49,7 +49,7 @@ def _default_confirm(text: str) -> bool:
 
 
 def _resolve_host(host, result, rules):
-    from ..host import detect_host, load_host_report
+    from cuda4amd.host import detect_host, load_host_report
 
     if host is None:
         host = result.host if result.host is not None else "auto"
@@ -80,13 +80,13 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
     means no). progress(done, total): download progress (e.g.
     cuda4amd.fix.commands.download_progress()). launcher_dir: write the
     launchers there instead of <target>/.cuda4amd (an existing folder)."""
-    from ..host import HostReportError
-    from ..rules import RulesError, load_rules
-    from .archive import prepare_store
-    from .journal import ApplyError, FixDirError, apply_plan, load_journal, undo_target
-    from .launchers import LauncherError
-    from .plan import PlanError, make_plan, target_root
-    from .release import ReleaseError, ReleaseSource, choose_source, fetch_archive
+    from cuda4amd.fix.archive import prepare_store
+    from cuda4amd.fix.journal import ApplyError, FixDirError, apply_plan, load_journal, undo_target
+    from cuda4amd.fix.launchers import LauncherError
+    from cuda4amd.fix.plan import PlanError, make_plan, target_root
+    from cuda4amd.fix.release import ReleaseError, ReleaseSource, choose_source, fetch_archive
+    from cuda4amd.host import HostReportError
+    from cuda4amd.rules.loader import RulesError, load_rules
 
     say = echo or print
     echo = lambda text: say(text.rstrip("\n"))  # noqa: E731 - every message is one or more whole lines
@@ -220,12 +220,12 @@ def _same_but_hashes(old, new) -> bool:
 
 
 def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True) -> FixOutcome:
-    from .journal import ApplyError, _save
-    from .plan import PlanError
-    from .verify import REPORT_NAME, after_report, verify
+    from cuda4amd.fix.journal import ApplyError, _save
+    from cuda4amd.fix.plan import PlanError
+    from cuda4amd.fix.verify import REPORT_NAME, after_report, verify
 
     if rescan is None:
-        from ..scan import ScanOptions, run_scan
+        from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
         def rescan():
             return run_scan(ScanOptions(target=str(result.target.path), zluda_release=result.release.tag,
@@ -240,8 +240,8 @@ def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True
     has_report = any(a["path"] == REPORT_NAME for a in journal.actions)
     try:
         if write_report and not has_report:
-            from .journal import apply_extra
-            from .plan import _sha_text
+            from cuda4amd.fix.journal import apply_extra
+            from cuda4amd.fix.plan import _sha_text
 
             text = after_report(journal, verification, after)
             apply_extra(journal, {"kind": "write", "path": REPORT_NAME, "source": None, "sha256": _sha_text(text),
@@ -265,6 +265,6 @@ def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True
 
 
 def _ops():
-    from .journal import FileOps
+    from cuda4amd.fix.journal import FileOps
 
     return FileOps()

@@ -30,9 +30,9 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import Iterable, Iterator
 
-from .release import ReleaseError, ReleaseSource, cache_dir, sha256_file, tree_sha256
+from cuda4amd.fix.release import ReleaseError, ReleaseSource, cache_dir, sha256_file, tree_sha256
 
 __all__ = ["ArchiveError", "Store", "prepare_store", "inspect_archive", "extract_archive", "open_folder",
            "MAX_TOTAL_BYTES", "MAX_MEMBERS"]

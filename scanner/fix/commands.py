@@ -1,4 +1,4 @@
-"""The `cuda4amd run` and `cuda4amd undo` commands, and what `scan --fix` calls.
+"""What `scan --fix`, `cuda4amd run` and `cuda4amd undo` call (the click commands are in cuda4amd.cli.fix).
 
 Only click is imported here at load time (``cuda4amd --help`` stays fast);
 `fix_target` lives in cuda4amd.fix.apply and is re-exported.
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["run", "undo", "fix_target", "run_program", "find_fixed_root", "download_progress"]
+__all__ = ["fix_target", "run_program", "find_fixed_root", "download_progress", "locate"]
 
 EXIT_USAGE = 2
 EXIT_UNDO_INCOMPLETE = 6
@@ -20,7 +20,7 @@ EXIT_UNDO_INCOMPLETE = 6
 
 def fix_target(*args, **kwargs):
     """See cuda4amd.fix.apply.fix_target."""
-    from .apply import fix_target as impl
+    from cuda4amd.fix.apply import fix_target as impl
 
     return impl(*args, **kwargs)
 
@@ -47,11 +47,11 @@ def download_progress():
     return show
 
 
-def _locate(text: str) -> Path:
+def locate(text: str) -> Path:
     path = Path(text).expanduser()
     if path.exists():
         return path
-    from ..discover import TargetError, resolve_target
+    from cuda4amd.scan.discover import TargetError, resolve_target
 
     try:
         return resolve_target(text).path
@@ -61,7 +61,7 @@ def _locate(text: str) -> Path:
 
 def find_fixed_root(start: Path) -> Path | None:
     """The nearest folder at or above `start` holding a cuda4amd journal."""
-    from .plan import FIX_DIR, JOURNAL_NAME
+    from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME
 
     cur = start.resolve()
     if cur.is_file():
@@ -76,15 +76,15 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
                 print_env: bool = False, echo=click.echo) -> int:
     """Run `program` with the environment of the fix (through zluda.exe on
     Windows in launcher mode) and return its exit status."""
-    from .journal import FixDirError, load_journal
-    from .plan import expand_parts
+    from cuda4amd.fix.journal import FixDirError, load_journal
+    from cuda4amd.fix.plan import expand_parts
 
     args = list(args)
     if args and args[0] == "--":
         args = args[1:]
-    path = _locate(program)
+    path = locate(program)
     if target is not None:
-        root = _locate(target)
+        root = locate(target)
         root = root.parent if root.is_file() else root
     else:
         root = find_fixed_root(path)
@@ -133,52 +133,3 @@ def _quote(text: str) -> str:
     import shlex
 
     return shlex.quote(text) if os.name != "nt" else (f'"{text}"' if " " in text else text)
-
-
-@click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
-@click.option("--target", metavar="DIR", help="The fixed folder (default: found from PROGRAM's folder upwards).")
-@click.option("--print-env", is_flag=True, help="Print the environment and the command instead of running it.")
-@click.argument("program")
-@click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(target, print_env, program, args) -> None:
-    """Run PROGRAM through the ZLUDA link that `cuda4amd scan --fix` installed.
-
-    Sets the plan's environment (HIP_PATH, PATH / LD_LIBRARY_PATH, LD_AUDIT,
-    framework switches), starts PROGRAM through zluda.exe on Windows, and
-    exits with PROGRAM's exit status. Put ARGS after `--`:
-
-        cuda4amd run C:\\Apps\\Tool\\tool.exe -- --input x.png
-    """
-    sys.exit(run_program(program, args, target=target, print_env=print_env))
-
-
-@click.command("undo")
-@click.argument("target")
-@click.option("--force", is_flag=True, help="Also restore files that were changed after the fix.")
-def undo(target, force) -> None:
-    """Undo `cuda4amd scan TARGET --fix`: restore the tree byte for byte and
-    remove what the fix added (ZLUDA's files, launchers, backups, journal).
-
-    Exit status: 0 done (or nothing to undo), 6 something could not be
-    restored (the journal is kept; the reasons are printed), 2 usage error.
-    """
-    from .journal import FixDirError, undo_target
-
-    path = _locate(target)
-    root = path.parent if path.is_file() else path
-    try:
-        outcome = undo_target(root, force=force)
-    except FixDirError as exc:
-        click.echo(f"cuda4amd: {exc}", err=True)
-        sys.exit(EXIT_USAGE)
-    if not outcome.found:
-        click.echo(f"nothing to undo: no cuda4amd fix in {root}")
-        sys.exit(0)
-    click.echo(f"restored {len(outcome.restored)} files, removed {len(outcome.removed)} added files and folders "
-               f"in {root}")
-    for line in outcome.kept + outcome.errors:
-        click.echo(f"  not undone: {line}", err=True)
-    if not outcome.complete:
-        click.echo(f"the journal is kept: fix the above and run `cuda4amd undo {target}` again", err=True)
-        sys.exit(EXIT_UNDO_INCOMPLETE)
-    click.echo("the tree is as it was before the fix")

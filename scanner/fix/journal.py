@@ -38,8 +38,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from .plan import FIX_DIR, JOURNAL_NAME, Plan
-from .release import sha256_file
+from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME, Plan
+from cuda4amd.fix.release import sha256_file
 
 __all__ = ["JOURNAL_SCHEMA", "FileOps", "Journal", "ApplyError", "UndoError", "UndoOutcome", "apply_plan",
            "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError"]
@@ -327,7 +327,7 @@ def new_journal(plan: Plan, store_root: Path | None, created_root: bool) -> Jour
     for a in actions:
         a.update(status="pending", before=None, backup=None, temp=None)
     now = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
-    from .. import __version__
+    from cuda4amd import __version__
 
     return Journal(journal_path(root), {
         "schema": JOURNAL_SCHEMA, "generated_by": f"cuda4amd {__version__}", "state": "applying",

@@ -265,8 +265,8 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
     release when already at hand (hashes are filled then, else by Plan.bind).
     Raises PlanError when nothing can be linked or the host lacks what the
     plan needs."""
-    from ..host.gaps import FAMILY_LIBRARIES, host_gaps
-    from ..host.profiles import load_profiles
+    from cuda4amd.host.gaps import FAMILY_LIBRARIES, host_gaps
+    from cuda4amd.rules.gpus import load_profiles
 
     if mode not in MODES:
         raise PlanError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -411,7 +411,7 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
                 actions.append(Action("copy", dest, source=f.path, why=f.replaces,
                                       executable=_is_executable(f.path, platform)))
         programs = _programs(result, verdicts, left, root, platform)
-        from .launchers import launcher_files
+        from cuda4amd.fix.launchers import launcher_files
 
         rel_dir = _rel_or_abs(root, launch_dir)
         if os.path.isabs(rel_dir):
@@ -627,7 +627,7 @@ def _framework_switches(result, rules, platform: str, frameworks, warnings: list
     packages = [p for p in getattr(result, "packages", []) if p.framework]
     if not packages:
         return []
-    from ..frameworks import SASS_ONLY, load_frameworks
+    from cuda4amd.rules.frameworks import SASS_ONLY, load_frameworks
 
     if frameworks is None:
         frameworks = load_frameworks(rules=rules)
@@ -769,7 +769,7 @@ def render_plan(plan: Plan) -> str:
             continue
         shown.add(key)
         lines.append(f"  {row['family']:<11} {row['name']}  ← {row['binary']} ({row['load']})")
-    lines.append(f"  driver_api  always (every ZLUDA library runs on ZLUDA's driver)")
+    lines.append("  driver_api  always (every ZLUDA library runs on ZLUDA's driver)")
     if plan.passthrough:
         lines.append("runs unchanged on ZLUDA's driver: " + ", ".join(plan.passthrough))
     if plan.not_linked:

@@ -22,9 +22,9 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from .journal import REPORT_PATH, Journal, _after, _same, file_state
-from .plan import FIX_DIR, STORE_DIR, in_fix_dir
-from .release import sha256_file
+from cuda4amd.fix.journal import REPORT_PATH, Journal, _after, _same, file_state
+from cuda4amd.fix.plan import STORE_DIR, in_fix_dir
+from cuda4amd.fix.release import sha256_file
 
 __all__ = ["Verification", "verify", "after_report", "REPORT_NAME", "REPORT_SCHEMA"]
 
@@ -145,7 +145,7 @@ def _loaded_file(plan, root: Path, dep, replacement) -> Path | None:
 
 def after_report(journal: Journal, verification: Verification, result) -> str:
     """The after-report's JSON text."""
-    from ..report.document import build
+    from cuda4amd.report.document import build
 
     plan = journal.plan
     data = {

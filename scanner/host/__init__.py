@@ -8,14 +8,14 @@
     host.to_dict(); load_host_report("host.json")
 
 Importing this package is free: its names load on first use (PEP 562), so
-``from cuda4amd.host.doctor import doctor`` in the CLI costs only click.
+``from cuda4amd.host import HostReport`` costs nothing until it is used.
 """
 from __future__ import annotations
 
 import importlib
 from typing import Any
 
-#: public name -> submodule that defines it
+#: public name -> submodule that defines it (or the full name of a module elsewhere)
 _EXPORTS = {
     "detect_host": "detect",
     "REDIRECTED_FAMILIES": "gaps", "Check": "gaps", "Readiness": "gaps", "host_gaps": "gaps", "readiness": "gaps",
@@ -24,7 +24,7 @@ _EXPORTS = {
     "LocalFileSystem": "probes", "MountedFileSystem": "probes", "OsEnvironment": "probes",
     "PrivateStrings": "probes", "Probes": "probes", "RecordedCommands": "probes", "RecordedEnvironment": "probes",
     "RecordedHipRuntime": "probes", "SystemCommands": "probes",
-    "GpuProfile": "profiles", "GpuProfiles": "profiles", "load_profiles": "profiles",
+    "GpuProfile": "cuda4amd.rules.gpus", "GpuProfiles": "cuda4amd.rules.gpus", "load_profiles": "cuda4amd.rules.gpus",
     "SCHEMA": "report", "HipRuntimeInfo": "report", "HostReport": "report", "HostReportError": "report",
     "load_host_report": "report",
     "HipSdk": "sdk", "KernelSet": "sdk", "LibraryState": "sdk",
@@ -38,7 +38,7 @@ def __getattr__(name: str) -> Any:
     module = _EXPORTS.get(name)
     if module is None:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module(f"{__name__}.{module}"), name)
+    value = getattr(importlib.import_module(module if "." in module else f"{__name__}.{module}"), name)
     globals()[name] = value
     return value
 

@@ -5,13 +5,13 @@ import re
 from dataclasses import replace
 from typing import Any
 
-from .gpus import ProbeRecord, detect_gpus, select_gpu
-from .privacy import Redactor
-from .probes import Probes, pathmod
-from .profiles import GpuProfiles, load_profiles
-from .report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
-from .sdk import LIBRARIES, find_sdks, select_sdk
-from .zluda import find_zluda
+from cuda4amd.host.gpus import ProbeRecord, detect_gpus, select_gpu
+from cuda4amd.host.privacy import Redactor
+from cuda4amd.host.probes import Probes, pathmod
+from cuda4amd.host.report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
+from cuda4amd.host.sdk import LIBRARIES, find_sdks, select_sdk
+from cuda4amd.host.zluda import find_zluda
+from cuda4amd.rules.gpus import GpuProfiles, load_profiles
 
 __all__ = ["detect_host", "override_gfx"]
 
@@ -37,7 +37,7 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
     (a cuda4amd RuleSet) is only needed when a ZLUDA folder is found, to name
     its release; it is loaded then if not given. Never raises for a missing
     GPU, SDK or tool: those are findings, recorded in `HostReport.probes`."""
-    from .. import __version__
+    from cuda4amd import __version__
 
     probes = probes or Probes.real()
     profiles = profiles or load_profiles()

@@ -1,18 +1,10 @@
-"""`cuda4amd doctor`: the host report — GPU(s), HIP runtime, HIP SDK, libraries
-and per-arch kernels, ZLUDA — with a readiness line and the next step per gap.
-
-Register with ``main.add_command(doctor)``. Only click is imported at module
-level; the probes, rich and the rules load inside the command. Exit status:
-0 whatever the machine has (the report is the answer), 2 for usage or I/O
-errors (e.g. an unwritable -o file).
+"""What `cuda4amd doctor` shows (the command is cuda4amd.cli.doctor): the host
+report — GPU(s), HIP runtime, HIP SDK, libraries and per-arch kernels, ZLUDA —
+with a readiness line and the next step per gap, as JSON or console text.
 """
 from __future__ import annotations
 
-import sys
-
-import click
-
-__all__ = ["doctor", "render_console", "doctor_document"]
+__all__ = ["render_console", "doctor_document"]
 
 MARK = {"ok": ("✓", "green"), "missing": ("✗", "red"), "warning": ("!", "yellow"), "info": ("·", "dim")}
 LEVEL_STYLE = {"ready": "bold green", "partial": "bold yellow", "not-ready": "bold red"}
@@ -36,7 +28,6 @@ def doctor_document(report, ready) -> dict:
 
 def render_console(report, ready, *, color: bool = False, width: int = 100) -> str:
     import io
-
     import textwrap
 
     from rich.console import Console
@@ -68,50 +59,3 @@ def render_console(report, ready, *, color: bool = False, width: int = 100) -> s
     for line in textwrap.wrap(f"probes: {tried}", width, subsequent_indent="  "):
         con.print(Text(line, style="dim"))
     return out.getvalue()
-
-
-@click.command()
-@click.option("--format", "fmt", type=click.Choice(["console", "json"]), default=None,
-              help="Output format (default: json when -o ends in .json, else console).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
-@click.option("--target", type=click.Path(exists=True), metavar="PATH",
-              help="Also look for ZLUDA in this app folder (or next to this file).")
-def doctor(fmt, output, target) -> None:
-    """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
-    HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
-
-    The JSON (--format json) is a host report that `cuda4amd scan --host FILE.json`
-    can use to judge an app for this machine. It carries no user, host or home names.
-    Exit status: 0 (whatever was found), 2 on usage or I/O errors.
-    """
-    import json
-    import shutil
-    from pathlib import Path
-
-    from ..rules import RulesError
-    from . import detect_host, readiness
-
-    if fmt is None:
-        fmt = "json" if output and output.lower().endswith(".json") else "console"
-    try:
-        report = detect_host(target=target)
-        ready = readiness(report)
-    except RulesError as exc:
-        click.echo(f"cuda4amd: {exc}", err=True)
-        sys.exit(2)
-    if fmt == "json":
-        text = json.dumps(doctor_document(report, ready), indent=2, ensure_ascii=False) + "\n"
-    else:
-        width = max(80, shutil.get_terminal_size((100, 24)).columns)
-        text = render_console(report, ready, color=sys.stdout.isatty() and not output, width=width)
-    if output:
-        try:
-            Path(output).write_text(text if fmt == "json" else render_console(report, ready, width=100),
-                                    encoding="utf-8")
-        except OSError as exc:
-            click.echo(f"cuda4amd: cannot write {output}: {exc.strerror or exc}", err=True)
-            sys.exit(2)
-        click.echo(ready.headline)
-        click.echo(f"report written to {output}")
-    else:
-        click.echo(text, nl=False)

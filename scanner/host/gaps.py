@@ -15,10 +15,10 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Iterable, Mapping
 
-from .detect import override_gfx
-from .profiles import GpuProfiles, gfx_major, load_profiles
-from .report import HostReport
-from .sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
+from cuda4amd.host.detect import override_gfx
+from cuda4amd.host.report import HostReport
+from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
+from cuda4amd.rules.gpus import GpuProfiles, gfx_major, load_profiles
 
 __all__ = ["REDIRECTED_FAMILIES", "FAMILY_LIBRARIES", "host_gaps", "Check", "Readiness", "readiness",
            "effective_gfx"]

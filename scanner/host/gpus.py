@@ -22,8 +22,8 @@ import re
 from dataclasses import dataclass
 from typing import Any, Iterable, Sequence
 
-from .probes import CommandResult, HipRuntimeResult, Probes, pathmod
-from .profiles import GpuProfiles, base_gfx, gfx_from_target_version, zluda_capable
+from cuda4amd.host.probes import CommandResult, HipRuntimeResult, Probes, pathmod
+from cuda4amd.rules.gpus import GpuProfiles, base_gfx, gfx_from_target_version, zluda_capable
 
 __all__ = [
     "Gpu", "ProbeRecord", "GpuDetection", "detect_gpus", "select_gpu",

@@ -13,7 +13,7 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
-from .probes import PrivateStrings
+from cuda4amd.host.probes import PrivateStrings
 
 __all__ = ["Redactor"]
 

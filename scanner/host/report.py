@@ -19,9 +19,9 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
 
-from .gpus import Gpu, ProbeRecord
-from .sdk import LIBRARIES, KERNEL_LIBRARIES, HipSdk, KernelSet, LibraryState
-from .zluda import ZludaInstall
+from cuda4amd.host.gpus import Gpu, ProbeRecord
+from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, HipSdk, KernelSet, LibraryState
+from cuda4amd.host.zluda import ZludaInstall
 
 __all__ = ["SCHEMA", "HostReport", "HipRuntimeInfo", "HostReportError", "load_host_report",
            "ENVIRONMENT_VARIABLES", "GPU_SOURCES", "PROBE_STATUSES"]

@@ -24,8 +24,8 @@ from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Mapping, Sequence
 
-from .gpus import ProbeRecord
-from .probes import Probes, pathmod
+from cuda4amd.host.gpus import ProbeRecord
+from cuda4amd.host.probes import Probes, pathmod
 
 __all__ = ["LIBRARIES", "KERNEL_LIBRARIES", "LibraryState", "KernelSet", "HipSdk", "find_sdks",
            "select_sdk", "kernel_archs", "files_for_arch", "parse_hip_version_file", "version_key"]

@@ -17,7 +17,7 @@ import os
 from pathlib import Path
 from typing import Mapping
 
-from .probes import (
+from cuda4amd.host.probes import (
     CommandResult,
     HipRuntimeResult,
     MountedFileSystem,

@@ -20,8 +20,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import Any, Callable
 
-from .gpus import ProbeRecord
-from .probes import Probes, pathmod, split_path_list, unique
+from cuda4amd.host.gpus import ProbeRecord
+from cuda4amd.host.probes import Probes, pathmod, split_path_list, unique
 
 __all__ = ["ZludaInstall", "find_zluda", "SIGNATURE_FILES", "DRIVER_FILES", "CONFIG_VARIABLE"]
 
@@ -127,7 +127,7 @@ def find_zluda(probes: Probes, rules: Any = None, target: str | None = None) -> 
         if "t" not in cache:
             nonlocal rules
             if rules is None:
-                from ..rules import load_rules
+                from cuda4amd.rules.loader import load_rules
 
                 rules = load_rules()
             cache["t"] = _release_files(rules, probes.platform)

@@ -6,8 +6,8 @@ compatible.
 """
 from __future__ import annotations
 
-from .. import __version__
-from ..fatbin import KernelReport
+from cuda4amd import __version__
+from cuda4amd.scan.read.fatbin import KernelReport
 
 NO_KERNELS = KernelReport()
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
 
-from .scan import Progress as ScanProgress
+from cuda4amd.scan.pipeline import Progress as ScanProgress
 
 
 class TerminalProgress(ScanProgress):

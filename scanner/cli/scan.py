@@ -1,8 +1,4 @@
-"""The `cuda4amd` command. Thin: options in, library call, rendered report out.
-
-Heavy modules (rich, networkx, the readers) are imported inside the commands
-so `cuda4amd --help` starts fast.
-"""
+"""`cuda4amd scan` (and `scan --fix`): the verdict for a folder, venv, binary or wheel."""
 from __future__ import annotations
 
 import sys
@@ -10,17 +6,10 @@ from pathlib import Path
 
 import click
 
-from . import __version__
-from .output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format
+from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
-@click.version_option(__version__, prog_name="cuda4amd")
-def main() -> None:
-    """Will this CUDA software run on an AMD GPU through ZLUDA? Answers before you install anything."""
-
-
-@main.command()
+@click.command()
 @click.argument("target")
 @click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]), help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to FILE (.json, .toml, .md or .txt).")
@@ -46,11 +35,11 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
     with --fix, the fix's status (docs/exit-status.md).
     """
-    from .discover import TargetError
-    from .host import HostReportError
-    from .report.document import build
-    from .rules import RulesError
-    from .scan import ScanOptions, run_scan
+    from cuda4amd.host import HostReportError
+    from cuda4amd.report.document import build
+    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.scan.discover import TargetError
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     fmt = output_format(fmt, output)
     graph_format_option(graph_file)
@@ -73,13 +62,13 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     document = build(result)
     redactor = None
     if not no_redact and (output or graph_file or fmt != "console"):
-        from .redact import Redactor
+        from cuda4amd.report.redact import Redactor
 
         redactor = Redactor(target_root=result.target.path)
     shared = redactor.document(document) if redactor else document  # what leaves the terminal
 
     def make_graph():
-        from .report import graph_export
+        from cuda4amd.report import graph_export
 
         graph = graph_export.attributed(result.graph, document)
         return graph_export.redacted(graph, redactor) if redactor else graph
@@ -88,7 +77,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     if not fix:
         sys.exit(EXIT_FOR_VERDICT[result.verdict])
 
-    from .fix.commands import download_progress, fix_target
+    from cuda4amd.fix.commands import download_progress, fix_target
 
     outcome = fix_target(
         result,
@@ -109,17 +98,6 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     sys.exit(outcome.exit_code)
 
 
-def _register_commands() -> None:
-    from .fix.commands import run, undo
-    from .host.doctor import doctor
-    from .report_commands import diff, report
-
-    for command in (doctor, report, diff, run, undo):
-        main.add_command(command)
-
-
-_register_commands()
-
 
 def _progress():
     """A progress bar on stderr while reading, only when stderr is a terminal."""
@@ -127,10 +105,6 @@ def _progress():
 
     if not sys.stderr.isatty():
         return nullcontext(None)
-    from .progress import TerminalProgress
+    from cuda4amd.cli.progress import TerminalProgress
 
     return TerminalProgress()
-
-
-if __name__ == "__main__":
-    main()

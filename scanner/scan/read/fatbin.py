@@ -106,8 +106,8 @@ import struct
 from bisect import bisect_right
 from dataclasses import dataclass
 
-from .binview import MalformedBinary
-from .model import BinaryInfo, Section
+from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.scan.read.binview import MalformedBinary
 
 __all__ = [
     "CONTAINER_SECTIONS",

@@ -16,19 +16,18 @@ from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
-
-from . import discover as discovery
-from .byname import expand_template
-from .classify import binary_identities, classify_edges, in_tree_identities
-from .distributions import Distribution, find_distributions, owner_map
-from .graph import Edge, dependency_graph, resolve_edges
-from .host import HostReport, detect_host, host_gaps, load_host_report
-from .model import FileError, ScannedBinary
-from .packages import PackageVerdict, package_verdicts
-from .payload import PayloadInspector
-from .readers import MalformedBinary, mapped, read_buffer
-from .rules import RuleSet, ZludaRelease, load_rules
-from .verdict import BinaryVerdict, decide, overall
+from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
+from cuda4amd.model import FileError, ScannedBinary
+from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
+from cuda4amd.scan import discover as discovery
+from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
+from cuda4amd.scan.distributions import Distribution, find_distributions, owner_map
+from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
+from cuda4amd.scan.packages import PackageVerdict, package_verdicts
+from cuda4amd.scan.read.byname import expand_template
+from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+from cuda4amd.scan.read.payload import PayloadInspector
+from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -173,7 +172,7 @@ def _packages(
 ) -> list[PackageVerdict]:
     if not distributions:
         return []
-    from .frameworks import load_frameworks
+    from cuda4amd.rules.frameworks import load_frameworks
 
     # a user's rules folders come first, so their framework files win
     frameworks: tuple = ()

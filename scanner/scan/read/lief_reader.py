@@ -13,8 +13,9 @@ import os
 
 import lief
 
-from .binview import MalformedBinary
-from .elf_reader import (
+from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.elf import (
     DF_1_NOW,
     DF_BIND_NOW,
     ET_CORE,
@@ -24,10 +25,9 @@ from .elf_reader import (
     SHT_NOBITS,
     is_export,
 )
-from .elf_reader import machine_name as elf_machine_name
-from .model import BinaryInfo, ImportedLibrary, Section
-from .pe_reader import IMAGE_FILE_DLL
-from .pe_reader import machine_name as pe_machine_name
+from cuda4amd.scan.read.elf import machine_name as elf_machine_name
+from cuda4amd.scan.read.pe import IMAGE_FILE_DLL
+from cuda4amd.scan.read.pe import machine_name as pe_machine_name
 
 try:  # keep lief quiet: its warnings go to stderr otherwise
     lief.logging.disable()
@@ -81,7 +81,7 @@ def read_lief(source: str | bytes) -> BinaryInfo:
 
 
 def _is_pe(source, data) -> bool:
-    from .readers import sniff_file
+    from cuda4amd.scan.read.engine import sniff_file
 
     if data is None:
         with open(source, "rb") as f:

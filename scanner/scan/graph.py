@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
-from .model import LoadKind, ScannedBinary
+from cuda4amd.model import LoadKind, ScannedBinary
 
 if TYPE_CHECKING:
     import networkx as nx

@@ -378,7 +378,7 @@ def _worded(sign: str, line: str) -> str:
 
 
 def render_markdown(diff: dict, *, names: int = 10) -> str:
-    from .report.markdown import code, text
+    from cuda4amd.report.markdown import code, text
 
     b, a = diff["before"], diff["after"]
     title = (f"# cuda4amd diff: {text(b['verdict'])} → {text(a['verdict'])}" if diff["verdict"]

@@ -17,7 +17,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from ..rules import (
+from cuda4amd.rules.loader import (
     Provenance,
     RulesError,
     _check,

@@ -10,8 +10,8 @@ from __future__ import annotations
 import struct
 from bisect import bisect_right
 
-from .binview import MAX_STRING, BinView, MalformedBinary, decode
-from .model import BinaryInfo, ImportedLibrary, Section
+from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
+from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
 
 PE_MACHINES = {
     0x8664: "x86_64",

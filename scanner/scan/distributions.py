@@ -22,7 +22,7 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from .discover import Target, printable
+from cuda4amd.scan.discover import Target, printable
 
 __all__ = ["Distribution", "OwnerMap", "find_distributions", "owner_map", "owner_of", "canonical_name"]
 

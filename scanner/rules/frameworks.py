@@ -16,12 +16,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable, Sequence
 
-from .distributions import canonical_name
-from .rules import (
+from cuda4amd.rules.loader import (
     PLATFORMS,
     Provenance,
-    RuleSet,
     RulesError,
+    RuleSet,
     _check,
     _is_bool,
     _is_nonempty_str,
@@ -34,6 +33,7 @@ from .rules import (
     load_rules,
     shipped_rules_dir,
 )
+from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
     "FRAMEWORKS_DIR", "SASS_ONLY", "SWITCH_KINDS", "LOAD_KINDS", "CONFIDENCE",

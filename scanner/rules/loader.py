@@ -489,7 +489,7 @@ def _basename(file_name: str, platform: str) -> str:
 
 def shipped_rules_dir() -> Path:
     """The folder of the rules shipped with cuda4amd (the data package `cuda4amd.ruledata`)."""
-    from . import ruledata
+    from cuda4amd import ruledata
 
     return Path(ruledata.__file__).resolve().parent
 

@@ -24,7 +24,7 @@ def fail(message: str) -> None:
 
 def output_format(fmt: str | None, output: str | None) -> str:
     """--format, else the format -o's extension names, else console."""
-    from .report import format_for_path
+    from cuda4amd.report import format_for_path
 
     if fmt is None and output:
         fmt = format_for_path(output)
@@ -62,12 +62,12 @@ def emit(
 ) -> None:
     """Write the report: `shared` (redacted unless asked not to) to files and
     machine formats on stdout, `document` to the user's own terminal."""
-    from .report import render
+    from cuda4amd.report import render
 
     if output:
         write(output, render(fmt, shared, verbose=verbose))
     if graph_file and make_graph is not None:
-        from .report import graph_export
+        from cuda4amd.report import graph_export
 
         write(graph_file, graph_export.dumps(make_graph(), graph_format_option(graph_file)))
     if not output and fmt != "console":

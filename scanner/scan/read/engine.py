@@ -17,8 +17,8 @@ import struct
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
-from .binview import BinView, MalformedBinary
-from .model import BinaryInfo
+from cuda4amd.model import BinaryInfo
+from cuda4amd.scan.read.binview import BinView, MalformedBinary
 
 __all__ = [
     "ENGINES",
@@ -97,11 +97,11 @@ def _read_view(buf) -> BinaryInfo:
         if buf[e_lfanew : e_lfanew + 4] == b"PE\0\0":
             kind = "PE"
     if kind == "PE":
-        from .pe_reader import read_pe
+        from cuda4amd.scan.read.pe import read_pe
 
         return read_pe(BinView(buf))
     if kind == "ELF":
-        from .elf_reader import read_elf
+        from cuda4amd.scan.read.elf import read_elf
 
         return read_elf(BinView(buf))
     if buf[:2] == b"MZ":
@@ -127,7 +127,7 @@ def read_bytes(data: bytes, engine: str = "fast") -> BinaryInfo:
     """Read a binary held in memory."""
     _check_engine(engine)
     if engine == "lief":
-        from .lief_reader import read_lief
+        from cuda4amd.scan.read.lief_reader import read_lief
 
         return _guard(read_lief, bytes(data))
     if isinstance(data, memoryview):
@@ -162,7 +162,7 @@ def read_buffer(buf: bytes | mmap.mmap, engine: str = "fast", path: str | os.Pat
     """Read a binary from a buffer (lief reads `path` instead when it is given)."""
     _check_engine(engine)
     if engine == "lief":
-        from .lief_reader import read_lief
+        from cuda4amd.scan.read.lief_reader import read_lief
 
         return _guard(read_lief, os.fspath(path) if path is not None else bytes(buf))
     return _guard(_read_view, buf)

@@ -8,8 +8,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
-from .classify import Dependency, Identity
-from .model import ScannedBinary
+from cuda4amd.model import ScannedBinary
+from cuda4amd.scan.classify import Dependency, Identity
 
 RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
 LOADED = {"static": "imported", "delay": "delay-loaded", "by-name": "loaded by name"}

@@ -10,11 +10,11 @@ from pathlib import Path
 
 import click
 
-from .output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format, write
+from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format, write
 
 
 def _load(path: str) -> dict:
-    from .compare import ReportFileError, load_report
+    from cuda4amd.report.diff import ReportFileError, load_report
 
     try:
         return load_report(path)
@@ -42,12 +42,12 @@ def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
     if no_redact:
         shared = document
     else:
-        from .redact import Redactor
+        from cuda4amd.report.redact import Redactor
 
         shared = Redactor().document(document)
 
     def make_graph():
-        from .report import graph_export
+        from cuda4amd.report import graph_export
 
         return graph_export.from_document(shared)
 
@@ -69,7 +69,7 @@ def diff(before, after, fmt, output, no_redact) -> None:
     an application. Exit status 0 (the differences are the answer), 2 on usage
     or input errors.
     """
-    from .compare import RENDERERS, compare
+    from cuda4amd.report.diff import RENDERERS, compare
 
     if fmt is None and output:
         fmt = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "text"}.get(Path(output).suffix.lower())
@@ -78,7 +78,7 @@ def diff(before, after, fmt, output, no_redact) -> None:
     fmt = fmt or "text"
     first, second = _load(before), _load(after)
     if not no_redact:
-        from .redact import Redactor
+        from cuda4amd.report.redact import Redactor
 
         redactor = Redactor()
         first, second = redactor.document(first), redactor.document(second)

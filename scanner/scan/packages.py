@@ -11,11 +11,11 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
-from .distributions import Distribution
-from .classify import identify
-from .frameworks import Framework, advice_for, framework_for
-from .rules import RuleSet, ZludaRelease
-from .verdict import BinaryVerdict, overall
+from cuda4amd.rules.frameworks import Framework, advice_for, framework_for
+from cuda4amd.rules.loader import RuleSet, ZludaRelease
+from cuda4amd.scan.classify import identify
+from cuda4amd.scan.distributions import Distribution
+from cuda4amd.scan.verdict import BinaryVerdict, overall
 
 SHOWN_REASONS = 5
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
-from .model import FileError
-from .readers import sniff_file
+from cuda4amd.model import FileError
+from cuda4amd.scan.read.engine import sniff_file
 
 # What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
 OWN_FOLDER = ".cuda4amd"

@@ -96,9 +96,9 @@ import zlib
 from dataclasses import dataclass
 from typing import Iterator
 
-from .binview import BinView, MalformedBinary
-from .fatbin import MAGIC_BYTES
-from .model import BinaryInfo
+from cuda4amd.model import BinaryInfo
+from cuda4amd.scan.read.binview import BinView, MalformedBinary
+from cuda4amd.scan.read.fatbin import MAGIC_BYTES
 
 __all__ = [
     "ENCODINGS",
@@ -363,7 +363,7 @@ def _pe_directory_names(buf) -> set[int]:
     """File offsets of the DLL-name strings of the import, delay-import and
     export directories (they are not by-name loads). Best effort: a broken
     directory just gives fewer offsets (the readers report such damage)."""
-    from .pe_reader import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, _Image
+    from cuda4amd.scan.read.pe import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, _Image
 
     out: set[int] = set()
     try:

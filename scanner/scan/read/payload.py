@@ -9,12 +9,12 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from .binview import MalformedBinary
-from .byname import NameReference, find_library_names
-from .classify import identify
-from .fatbin import KernelReport, analyse_kernels
-from .model import BinaryInfo, FileError
-from .rules import RuleSet, ZludaRelease
+from cuda4amd.model import BinaryInfo, FileError
+from cuda4amd.rules.loader import RuleSet, ZludaRelease
+from cuda4amd.scan.classify import identify
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.byname import NameReference, find_library_names
+from cuda4amd.scan.read.fatbin import KernelReport, analyse_kernels
 
 
 @dataclass(frozen=True)

@@ -6,8 +6,8 @@ loop capped, so hostile input ends in MalformedBinary.
 """
 from __future__ import annotations
 
-from .binview import BinView, MalformedBinary
-from .model import BinaryInfo, ImportedLibrary, Section
+from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
+from cuda4amd.scan.read.binview import BinView, MalformedBinary
 
 EM_NAMES = {
     3: "x86",
