@@ -133,9 +133,9 @@ def test_loading_checks_what_it_reads(tmp_path):
     with pytest.raises(ReportFileError, match="schema 'cuda4amd.host/1'"):
         check_report({"schema": "cuda4amd.host/1"})
     with pytest.raises(ReportFileError, match="made by another cuda4amd version"):
-        check_report({"schema": "cuda4amd.scan/2"})
+        check_report({"schema": "cuda4amd.scan/1"})
     with pytest.raises(ReportFileError, match="missing binaries"):
-        check_report({"schema": "cuda4amd.scan/1", "target": {}, "verdict": "ready", "zluda": {}, "summary": {}, "errors": []})
+        check_report({"schema": "cuda4amd.scan/2", "target": {}, "verdict": "ready", "zluda": {}, "summary": {}, "errors": []})
     with pytest.raises(ReportFileError, match="cannot read"):
         load_report(tmp_path / "absent.json")
     # fields added to the schema later read back as empty

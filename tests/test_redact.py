@@ -115,7 +115,7 @@ def test_a_scan_document_is_redacted_and_keeps_its_vocabulary(tmp_path, scan):
 
 
 def test_host_block_and_free_text_are_redacted():
-    document = {"schema": "cuda4amd.scan/1", "target": {"path": "x", "kind": "folder"}, "basis": "judged for bsmith's box",
+    document = {"schema": "cuda4amd.scan/2", "target": {"path": "x", "kind": "folder"}, "basis": "judged for bsmith's box",
                 "host": {"schema": "cuda4amd.host/1", "platform": "windows", "os": "Windows on DESKTOP-7QX1",
                          "zluda": [{"path": "C:\\Users\\Bob Smith\\zluda", "where": ["PATH"]}]},
                 "binaries": [], "errors": [{"path": "a.dll", "stage": "read", "message": "C:\\Users\\Bob Smith\\a.dll: bad"}]}

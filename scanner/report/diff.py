@@ -1,6 +1,6 @@
 """Saved reports: read one back, and say what changed between two.
 
-`load_report` reads a JSON scan report (schema ``cuda4amd.scan/1``) for
+`load_report` reads a JSON scan report (schema ``cuda4amd.scan/2``) for
 `cuda4amd report` and `cuda4amd diff`. `compare(before, after)` gives the
 differences as data (schema ``cuda4amd.diff/1``, documented in
 docs/reports.md): the overall verdict, the ZLUDA release, the host, the
@@ -21,7 +21,7 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-SCAN_SCHEMA = "cuda4amd.scan/1"
+SCAN_SCHEMA = "cuda4amd.scan/2"
 DIFF_SCHEMA = "cuda4amd.diff/1"
 REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent

@@ -32,6 +32,8 @@ class PackageVerdict:
     # libraries its framework rules say it loads by name that no binary of it
     # was seen to name (e.g. through cuda.pathfinder or ctypes with a bare stem)
     loads: list[dict] = field(default_factory=list)
+    # code generators it carries (rules/runtime/generators.toml; cuda4amd.scan.generated)
+    generators: list[dict] = field(default_factory=list)
 
 
 def package_verdicts(

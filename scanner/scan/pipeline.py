@@ -180,7 +180,11 @@ def _packages(
         if (folder / "frameworks").is_dir():
             frameworks += load_frameworks(folder, rules=rules)
     frameworks += load_frameworks(rules=rules)
-    return package_verdicts(verdicts, distributions, frameworks, rules, release)
+    from cuda4amd.rules.runtime import load_generators
+    from cuda4amd.scan.generated import apply_generators
+
+    packages = package_verdicts(verdicts, distributions, frameworks, rules, release)
+    return apply_generators(packages, distributions, load_generators())
 
 
 def read_all(

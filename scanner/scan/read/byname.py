@@ -94,7 +94,7 @@ import re
 import struct
 import zlib
 from dataclasses import dataclass
-from typing import Iterator
+from typing import Iterable, Iterator
 
 from cuda4amd.model import BinaryInfo
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
@@ -102,18 +102,23 @@ from cuda4amd.scan.read.fatbin import MAGIC_BYTES
 
 __all__ = [
     "ENCODINGS",
+    "NamePatterns",
     "NameReference",
     "expand_template",
     "find_library_names",
     "platform_of_info",
 ]
 
-#: Values of NameReference.encoding.
-ENCODINGS = ("ascii", "utf-16le", "cython-zlib", "cython-bz2", "cython-lzss")
+#: Values of NameReference.encoding. "assembled": the name is put together at
+#: run time from a stem found in the binary (see "Names assembled at run time").
+ENCODINGS = ("ascii", "utf-16le", "cython-zlib", "cython-bz2", "cython-lzss", "assembled")
 
 #: Sections searched, per format.
 PE_SECTIONS = frozenset({".rdata", ".data"})
 ELF_SECTIONS = frozenset({".rodata", ".data", ".data.rel.ro", ".lrodata", ".ldata"})
+#: Code sections searched for stems built as immediates (x86-64 only).
+PE_CODE_SECTIONS = frozenset({".text"})
+ELF_CODE_SECTIONS = frozenset({".text"})
 #: Sections that can hold Cython's compressed string literal (and its markers).
 PE_CONST_SECTIONS = frozenset({".rdata"})
 ELF_CONST_SECTIONS = frozenset({".rodata", ".lrodata"})
@@ -320,6 +325,101 @@ def _names_in(before: str, suffix: str, after: str, classify: _Classifier,
 
 
 # ---------------------------------------------------------------------------
+# the search patterns: one compiled regex per platform for everything
+# ---------------------------------------------------------------------------
+
+def _trie_regex(words: Iterable[bytes]) -> bytes:
+    """An alternation of ``words`` factored into a trie, so the regex engine
+    decides each position on one byte at a time instead of trying every
+    word."""
+    trie: dict = {}
+    for word in words:
+        node = trie
+        for byte in word:
+            node = node.setdefault(byte, {})
+        node[None] = {}
+
+    def build(node: dict) -> bytes:
+        ends = None in node
+        branches = [re.escape(bytes([b])) + build(child) for b, child in sorted(
+            ((b, c) for b, c in node.items() if b is not None))]
+        if not branches:
+            return b""
+        body = branches[0] if len(branches) == 1 else b"(?:" + b"|".join(branches) + b")"
+        if ends:
+            return b"(?:" + body + b")?"
+        return body
+
+    return build(trie)
+
+
+@dataclass(frozen=True)
+class _PlatformPatterns:
+    #: whole strings (NUL-bounded): group "head" (stems, heads) or "fragment"
+    whole: re.Pattern[bytes] | None
+    #: the heads in UTF-16LE (PE only)
+    wide: re.Pattern[bytes] | None
+    #: first 8 / 4 bytes of stems, for immediates in code
+    chunks: re.Pattern[bytes] | None
+    #: head -> (names it assembles, strong)
+    heads: dict[str, tuple[frozenset[str], bool]]
+    #: first bytes -> stems
+    immediates: dict[bytes, tuple[str, ...]]
+    #: what a versioner template appends to a base name ("" when the platform has none)
+    appends: str = ""
+
+
+class NamePatterns:
+    """The compiled search patterns for one RuleSet, built once per scan and
+    shared by every binary (per platform, on first use)."""
+
+    def __init__(self, rules, name_rules=None) -> None:
+        from cuda4amd.rules.runtime import load_name_rules
+
+        self.rules = rules
+        self.name_rules = name_rules if name_rules is not None else load_name_rules()
+        self._built: dict[tuple[str, bool], _PlatformPatterns] = {}
+
+    def for_platform(self, platform: str, utf16: bool) -> _PlatformPatterns:
+        key = (platform, utf16)
+        if key not in self._built:
+            self._built[key] = self._build(platform, utf16)
+        return self._built[key]
+
+    def _build(self, platform: str, utf16: bool) -> _PlatformPatterns:
+        from cuda4amd.rules.runtime import name_heads
+
+        classify = _Classifier(self.rules, platform)
+        heads = {h: v for h, v in name_heads(self.name_rules, self.rules, platform).items()
+                 if not classify.plain(h)}  # a complete name is the suffix search's job
+        ascii_heads = [h.encode("latin-1") for h in heads]
+        fragments = [f.encode("latin-1") for f in self.name_rules.fragments.get(platform, ())]
+        alts = []
+        if ascii_heads:
+            alts.append(b"(?P<head>" + _trie_regex(ascii_heads) + b")")
+        if fragments:
+            alts.append(b"(?P<fragment>" + _trie_regex(fragments) + b")")
+        versioning, appends = self.name_rules.versioners.get(platform, ((), ""))
+        if versioning:
+            alts.append(b"(?P<versioner>" + _trie_regex(v.encode("latin-1") for v in versioning) + b")")
+        whole = re.compile(b"\\x00(?:" + b"|".join(alts) + b")(?=\\x00)", re.DOTALL) if alts else None
+        wide = None
+        if ascii_heads and utf16:
+            units = [h.encode("utf-16-le") for h in heads]
+            wide = re.compile(b"\\x00\\x00(" + _trie_regex(units) + b")(?=\\x00\\x00)", re.DOTALL)
+        immediates: dict[bytes, list[str]] = {}
+        for stem, (_names, strong) in heads.items():
+            raw = stem.encode("latin-1")
+            if strong or len(raw) < 4:
+                continue
+            immediates.setdefault(raw[:8] if len(raw) >= 8 else raw[:4], []).append(stem)
+        chunks = re.compile(_trie_regex(immediates), re.DOTALL) if immediates else None
+        return _PlatformPatterns(whole, wide, chunks, heads, {k: tuple(sorted(v)) for k, v in immediates.items()},
+                                 appends)
+
+
+
+# ---------------------------------------------------------------------------
 # ranges
 # ---------------------------------------------------------------------------
 
@@ -440,32 +540,92 @@ class _Budget:
                 f"compressed string tables inflate to more than {MAX_INFLATED_TOTAL >> 20} MB (hostile file?)")
 
 
-def _scan_plain(buf, lo: int, hi: int, classify: _Classifier, skip: set[int],
-                found: set[NameReference], budget: _Budget) -> None:
-    for m in _HIT.finditer(buf, lo, hi):
+def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
+                found: set[NameReference]) -> None:
+    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE): the name that ends there."""
+    p, q = m.start(), m.end()
+    if q - p <= 4:  # ".dll" / ".so"
+        before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
+        after = buf[q:min(hi, q + 48)].decode("latin-1")
+        suffix = m.group().decode("latin-1")
+        hit = _names_in(before, suffix, after, classify, glued=False)
+        if hit is None:
+            return
+        name, used = hit
+        if p - used in skip:
+            return
+        found.add(NameReference(name, "ascii", bool(TEMPLATE.search(name))))
+    else:
+        k = min(MAX_NAME, (p - lo) // 2)
+        before = _utf16_text(buf[p - 2 * k:p])
+        end = min(hi, q + 96)
+        after = _utf16_text(buf[q:end - (end - q) % 2])
+        suffix = _utf16_text(m.group())
+        hit = _names_in(before, suffix, after, classify, glued=False)
+        if hit is not None:
+            name = hit[0]
+            found.add(NameReference(name, "utf-16le", bool(TEMPLATE.search(name))))
+
+
+@dataclass
+class _Seen:
+    """What one pass over a binary's data found besides whole names."""
+
+    heads: set[str]
+    fragments: int = 0
+    versioners: int = 0
+
+
+def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _Classifier,
+               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget) -> None:
+    """The data between fat binary containers, searched by two compiled
+    regexes (three for PE): names ending in .dll/.so; whole strings that
+    are stems, heads of assembled names or composition fragments; the same
+    stems and heads in UTF-16LE. Each regex starts with a literal ('.',
+    NUL) so the engine skips ahead in C; one alternation of all of them
+    would try every branch at every byte (measured 50x slower)."""
+    for a, b in _segments(buf, lo, hi):
+        for m in _HIT.finditer(buf, a, b):
+            budget.hit()
+            _suffix_hit(buf, a, b, m, classify, skip, found)
+        if patterns.whole is not None:
+            for m in patterns.whole.finditer(buf, a, b):
+                budget.hit()
+                if m.lastgroup == "head":
+                    seen.heads.add(m.group("head").decode("latin-1"))
+                elif m.lastgroup == "versioner":
+                    seen.versioners += 1
+                else:
+                    seen.fragments += 1
+        if patterns.wide is not None:
+            for m in patterns.wide.finditer(buf, a, b):
+                budget.hit()
+                seen.heads.add(m.group(1).decode("utf-16-le", "replace"))
+
+
+def _scan_code(buf, lo: int, hi: int, patterns: "_PlatformPatterns", seen: _Seen, budget: _Budget) -> None:
+    """Stems built as immediates in code: ``movabs r64, imm64`` (REX.W B8+r)
+    holding a stem's first 8 bytes, or ``mov dword [base+disp8], imm32``
+    (C7 4x / C7 44 24) holding its first 4, with the rest of the stem in the
+    next 24 bytes (std::string constants built in place). The chunks are
+    found by one regex; the opcode before each is checked here."""
+    if patterns.chunks is None:
+        return
+    for m in patterns.chunks.finditer(buf, lo, hi):
         budget.hit()
-        p, q = m.start(), m.end()
-        if q - p <= 4:  # ".dll" / ".so"
-            before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
-            after = buf[q:min(hi, q + 48)].decode("latin-1")
-            suffix = m.group().decode("latin-1")
-            hit = _names_in(before, suffix, after, classify, glued=False)
-            if hit is None:
-                continue
-            name, used = hit
-            if p - used in skip:
-                continue
-            found.add(NameReference(name, "ascii", bool(TEMPLATE.search(name))))
+        p = m.start()
+        chunk = m.group()
+        if len(chunk) == 8:
+            ok = p >= 2 and buf[p - 2] in (0x48, 0x49) and 0xB8 <= buf[p - 1] <= 0xBF
         else:
-            k = min(MAX_NAME, (p - lo) // 2)
-            before = _utf16_text(buf[p - 2 * k:p])
-            end = min(hi, q + 96)
-            after = _utf16_text(buf[q:end - (end - q) % 2])
-            suffix = _utf16_text(m.group())
-            hit = _names_in(before, suffix, after, classify, glued=False)
-            if hit is not None:
-                name = hit[0]
-                found.add(NameReference(name, "utf-16le", bool(TEMPLATE.search(name))))
+            ok = (p >= 3 and buf[p - 3] == 0xC7 and 0x40 <= buf[p - 2] <= 0x47 and buf[p - 2] != 0x44) or (
+                p >= 4 and buf[p - 4] == 0xC7 and buf[p - 3] == 0x44 and buf[p - 2] == 0x24)
+        if not ok:
+            continue
+        for stem in patterns.immediates.get(bytes(chunk), ()):
+            rest = stem.encode("latin-1")[len(chunk):]
+            if not rest or rest[:8] in buf[m.end():m.end() + 24]:
+                seen.heads.add(stem)
 
 
 def _scan_table(data: bytes, encoding: str, classify: _Classifier,
@@ -645,11 +805,16 @@ def _lzss_tables(buf, lo: int, hi: int, budget: _Budget) -> Iterator[bytes]:
 
 
 def _cython_tables(buf, ranges: list[tuple[int, int]],
-                   budget: _Budget | None = None) -> Iterator[tuple[str, bytes]]:
-    """(encoding, decompressed table) of every Cython string blob found."""
+                   budget: _Budget | None = None,
+                   markers: tuple[bool, bool] | None = None) -> Iterator[tuple[str, bytes]]:
+    """(encoding, decompressed table) of every Cython string blob found.
+    ``markers``: (zlib, lzss) marker seen, when the caller's pass looked."""
     budget = budget or _Budget()
-    zlib_ok = any(buf.find(ZLIB_MARKER, lo, hi) >= 0 for lo, hi in ranges)
-    lzss_ok = any(buf.find(LZSS_MARKER, lo, hi) >= 0 for lo, hi in ranges)
+    if markers is None:
+        zlib_ok = any(buf.find(ZLIB_MARKER, lo, hi) >= 0 for lo, hi in ranges)
+        lzss_ok = any(buf.find(LZSS_MARKER, lo, hi) >= 0 for lo, hi in ranges)
+    else:
+        zlib_ok, lzss_ok = markers
     if zlib_ok:
         for lo, hi in ranges:
             for header, make, encoding, check in (
@@ -677,19 +842,22 @@ def _cython_tables(buf, ranges: list[tuple[int, int]],
 # entry point
 # ---------------------------------------------------------------------------
 
-def find_library_names(buf, info: BinaryInfo, rules) -> tuple[NameReference, ...]:
+def find_library_names(buf, info: BinaryInfo, rules,
+                       patterns: "NamePatterns | None" = None) -> tuple[NameReference, ...]:
     """CUDA library names (and name templates) in the data of one binary.
 
     ``buf`` is the binary's bytes (``bytes``/``bytearray``/``mmap``, as
     :func:`cuda4amd.readers.read_path` maps it), ``info`` what a reader
-    produced from it, ``rules`` a :class:`~cuda4amd.rules.RuleSet`.
-    Returns the references sorted, unique by (name, encoding). Raises only
-    :class:`MalformedBinary` (or OSError from the mapping itself).
+    produced from it, ``rules`` a :class:`~cuda4amd.rules.RuleSet`;
+    ``patterns`` the compiled search patterns for these rules (built once per
+    scan by the caller; built here when absent). Returns the references
+    sorted, unique by (name, encoding). Raises only :class:`MalformedBinary`
+    (or OSError from the mapping itself).
     """
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
     try:
-        return _find(buf, info, rules)
+        return _find(buf, info, rules, patterns or NamePatterns(rules))
     except (MalformedBinary, OSError):
         raise
     except MemoryError:
@@ -698,17 +866,35 @@ def find_library_names(buf, info: BinaryInfo, rules) -> tuple[NameReference, ...
         raise MalformedBinary(f"cannot search the binary's strings ({type(exc).__name__}: {exc})") from exc
 
 
-def _find(buf, info: BinaryInfo, rules) -> tuple[NameReference, ...]:
+def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns) -> tuple[NameReference, ...]:
     size = len(buf)
     platform = platform_of_info(info)
     classify = _Classifier(rules, platform)
+    mine = patterns.for_platform(platform, utf16=info.format == "PE")
     pe = info.format == "PE"
     skip = _pe_directory_names(buf) if pe else set()
     found: set[NameReference] = set()
     budget = _Budget()
+    seen = _Seen(set())
     for lo, hi in _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size):
-        for a, b in _segments(buf, lo, hi):
-            _scan_plain(buf, a, b, classify, skip, found, budget)
+        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget)
+    composes = seen.fragments > 0 or any(mine.heads[h][1] for h in seen.heads)
+    if composes and info.machine == "x86_64":
+        for lo, hi in _ranges(info, PE_CODE_SECTIONS if pe else ELF_CODE_SECTIONS, size):
+            _scan_code(buf, lo, hi, mine, seen, budget)
+    for head in seen.heads:
+        names, strong = mine.heads[head]
+        if strong or seen.fragments:
+            for name in names:
+                if classify(name) == 2:
+                    found.add(NameReference(name, "assembled", bool(TEMPLATE.search(name))))
+    if seen.versioners and mine.appends:
+        for ref in list(found):
+            if ref.encoding in ("ascii", "utf-16le") and not ref.template:
+                name = ref.name + mine.appends
+                if classify(name) == 2 and classify.plain(ref.name) < 2:
+                    found.discard(ref)  # the versioned file is what the loader finds
+                    found.add(NameReference(name, "assembled", True))
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
     for encoding, data in _cython_tables(buf, const, budget):
         _scan_table(data, encoding, classify, found)

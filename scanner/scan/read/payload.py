@@ -7,13 +7,13 @@ imports still count, and the damage becomes a per-file error.
 from __future__ import annotations
 
 import posixpath
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cuda4amd.model import BinaryInfo, FileError
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import MalformedBinary
-from cuda4amd.scan.read.byname import NameReference, find_library_names
+from cuda4amd.scan.read.byname import NamePatterns, NameReference, find_library_names
 from cuda4amd.scan.read.fatbin import KernelReport, analyse_kernels
 
 
@@ -28,6 +28,11 @@ class Payload:
 class PayloadInspector:
     rules: RuleSet
     release: ZludaRelease
+    #: the by-name search patterns, compiled once for every binary of the scan
+    names: NamePatterns = field(init=False, repr=False, compare=False)
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "names", NamePatterns(self.rules))
 
     def inspect(self, path: str, buf, info: BinaryInfo) -> Payload:
         mode = self.kernel_scan(path, info)
@@ -40,7 +45,7 @@ class PayloadInspector:
         except MalformedBinary as exc:
             errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
         try:
-            by_name = find_library_names(buf, info, self.rules)
+            by_name = find_library_names(buf, info, self.rules, self.names)
         except MalformedBinary as exc:
             by_name = ()
             errors.append(FileError(path, "strings", f"string table: {exc}"))
