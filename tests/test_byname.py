@@ -408,6 +408,8 @@ def test_expand_template(rules):
         "nvrtc64_100_0.dll", "nvrtc64_101_0.dll", "nvrtc64_102_0.dll", "nvrtc64_110_0.dll",
         "nvrtc64_111_0.dll", "nvrtc64_112_0.dll", "nvrtc64_120_0.dll", "nvrtc64_130_0.dll")
     assert expand_template("libnvrtc.so.%d", rules, "linux") == ("libnvrtc.so.12", "libnvrtc.so.13")
+    assert expand_template("libcublas.so.{version}", rules, "linux") == (
+        "libcublas.so.10", "libcublas.so.11", "libcublas.so.12", "libcublas.so.13")
     assert "libnvrtc.so.9" in expand_template("libnvrtc.so.%d", rules, "linux", unknown=True)
     assert expand_template("cudnn_%s64_9.dll", rules, "windows") == (
         "cudnn_adv64_9.dll", "cudnn_cnn64_9.dll", "cudnn_engines_precompiled64_9.dll",

@@ -16,8 +16,8 @@ from cuda4amd.rules.frameworks import (
 from cuda4amd.rules.loader import RulesError, shipped_rules_dir
 
 SHIPPED = shipped_rules_dir() / "frameworks"
-EXPECTED = {"bitsandbytes", "ctranslate2", "cuda_python", "cupy", "llama_cpp_python", "onnxruntime",
-            "paddlepaddle", "torch", "triton", "xformers"}
+EXPECTED = {"bitsandbytes", "ctranslate2", "cuda_python", "cupy", "jax", "llama_cpp_python", "onnxruntime",
+            "paddlepaddle", "tensorflow", "torch", "triton", "xformers"}
 
 
 @pytest.fixture(scope="module")

@@ -64,14 +64,15 @@ def _apply(package: PackageVerdict, generator: Generator) -> None:
     package.generators.append(generator_entry(generator))
     if generator.emits == "ptx":
         return
+    # settings that help under ZLUDA: PTX output (unless no PTX route reaches ZLUDA), or no generation
     ways_out = [s for s in generator.ptx_switches if not generator.zluda or s.emits == "none"]
+    to_ptx = [s for s in ways_out if s.emits == "ptx"]
     what = f"{generator.name} generates GPU code at run time as SASS (a cubin): {generator.how}; ZLUDA runs only PTX"
     if generator.zluda:
         what += f" ({generator.zluda})"
-    if generator.needed == "always" and not ways_out:
-        verdict = "blocked"
-    else:
-        verdict = "partial"
+    # every GPU operation needs it and nothing makes it emit PTX: nothing of it runs
+    # ("generate nothing" then means "do not use it", which is advice, not a way to run)
+    verdict = "blocked" if generator.needed == "always" and not to_ptx else "partial"
     if RANK[verdict] > RANK.get(package.verdict, -1):
         package.verdict = verdict
     package.reasons.insert(0, what)

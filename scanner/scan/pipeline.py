@@ -27,6 +27,7 @@ from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
 from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
 from cuda4amd.scan.read.payload import PayloadInspector
+from cuda4amd.scan.routes import mark_unseen_loaders
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
 if TYPE_CHECKING:
@@ -124,6 +125,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
     verdicts = decide(binaries, dependencies, identities, gaps)
+    mark_unseen_loaders(verdicts, rules)
     packages = _packages(verdicts, distributions, options, rules, release)
     timings["analyse"] = time.perf_counter() - clock
 
