@@ -71,6 +71,8 @@ class NameRules:
     provenance: Provenance
     #: platform -> (printf templates that append a version to a base name, what they append)
     versioners: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
+    #: functions that load a library by name (dlopen, LoadLibraryExW, ...)
+    loader_functions: frozenset[str] = frozenset()
 
 
 # ---------------------------------------------------------------------------
@@ -88,7 +90,10 @@ def load_name_rules(rules_dir: str | Path | None = None) -> NameRules:
     path = _folder(rules_dir) / "names.toml"
     doc = _read_toml(path)
     prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "template", "fragment", "versioner"))
+    _top_level(path, doc, ("provenance", "loaders", "template", "fragment", "versioner"))
+    loaders = _check(path, "[loaders]", doc.get("loaders", {}), {"functions": _is_str_list, "source": _is_nonempty_str})
+    if not loaders["functions"]:
+        raise RulesError(path, "[loaders]: 'functions' must list at least one function")
     templates = []
     for i, row in enumerate(_rows(path, doc, "template")):
         where = f"template #{i + 1}"
@@ -120,7 +125,8 @@ def load_name_rules(rules_dir: str | Path | None = None) -> NameRules:
         versioners[v["platform"]] = (tuple(v["strings"]), v["appends"])
     if not templates:
         raise RulesError(path, "no [[template]] rows")
-    return NameRules(tuple(templates), {p: tuple(sorted(set(v))) for p, v in fragments.items()}, prov, versioners)
+    return NameRules(tuple(templates), {p: tuple(sorted(set(v))) for p, v in fragments.items()}, prov, versioners,
+                     frozenset(loaders["functions"]))
 
 
 def family_stems(rules: RuleSet, template: NameTemplate) -> dict[str, str]:

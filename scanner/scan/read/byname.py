@@ -116,9 +116,6 @@ ENCODINGS = ("ascii", "utf-16le", "cython-zlib", "cython-bz2", "cython-lzss", "a
 #: Sections searched, per format.
 PE_SECTIONS = frozenset({".rdata", ".data"})
 ELF_SECTIONS = frozenset({".rodata", ".data", ".data.rel.ro", ".lrodata", ".ldata"})
-#: Code sections searched for stems built as immediates (x86-64 only).
-PE_CODE_SECTIONS = frozenset({".text"})
-ELF_CODE_SECTIONS = frozenset({".text"})
 #: Sections that can hold Cython's compressed string literal (and its markers).
 PE_CONST_SECTIONS = frozenset({".rdata"})
 ELF_CONST_SECTIONS = frozenset({".rodata", ".lrodata"})
@@ -359,12 +356,8 @@ class _PlatformPatterns:
     whole: re.Pattern[bytes] | None
     #: the heads in UTF-16LE (PE only)
     wide: re.Pattern[bytes] | None
-    #: first 8 / 4 bytes of stems, for immediates in code
-    chunks: re.Pattern[bytes] | None
     #: head -> (names it assembles, strong)
     heads: dict[str, tuple[frozenset[str], bool]]
-    #: first bytes -> stems
-    immediates: dict[bytes, tuple[str, ...]]
     #: what a versioner template appends to a base name ("" when the platform has none)
     appends: str = ""
 
@@ -407,15 +400,7 @@ class NamePatterns:
         if ascii_heads and utf16:
             units = [h.encode("utf-16-le") for h in heads]
             wide = re.compile(b"\\x00\\x00(" + _trie_regex(units) + b")(?=\\x00\\x00)", re.DOTALL)
-        immediates: dict[bytes, list[str]] = {}
-        for stem, (_names, strong) in heads.items():
-            raw = stem.encode("latin-1")
-            if strong or len(raw) < 4:
-                continue
-            immediates.setdefault(raw[:8] if len(raw) >= 8 else raw[:4], []).append(stem)
-        chunks = re.compile(_trie_regex(immediates), re.DOTALL) if immediates else None
-        return _PlatformPatterns(whole, wide, chunks, heads, {k: tuple(sorted(v)) for k, v in immediates.items()},
-                                 appends)
+        return _PlatformPatterns(whole, wide, heads, appends)
 
 
 
@@ -541,8 +526,10 @@ class _Budget:
 
 
 def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
-                found: set[NameReference]) -> None:
-    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE): the name that ends there."""
+                found: set[NameReference], heads: dict | None = None, seen: "_Seen | None" = None) -> None:
+    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE): the name that ends there.
+    With ``heads``: a whole string that is the head of an assembled name
+    ("libnvrtc.so." + version) is recorded in ``seen``."""
     p, q = m.start(), m.end()
     if q - p <= 4:  # ".dll" / ".so"
         before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
@@ -550,6 +537,8 @@ def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
         suffix = m.group().decode("latin-1")
         hit = _names_in(before, suffix, after, classify, glued=False)
         if hit is None:
+            if heads and seen is not None:
+                _head_at(before, suffix, after, heads, seen)
             return
         name, used = hit
         if p - used in skip:
@@ -567,6 +556,20 @@ def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
             found.add(NameReference(name, "utf-16le", bool(TEMPLATE.search(name))))
 
 
+def _head_at(before: str, suffix: str, after: str, heads: dict, seen: "_Seen") -> None:
+    """``before + suffix`` (+ ".") as a whole NUL-bounded string that is a head."""
+    start = before.rfind("\0") + 1
+    if start == 0 and len(before) >= MAX_NAME:
+        return
+    text = before[start:] + suffix
+    if after[:1] == "." and after[1:2] == "\0":
+        text += "."
+    elif after[:1] != "\0":
+        return
+    if text in heads:
+        seen.heads.add(text)
+
+
 @dataclass
 class _Seen:
     """What one pass over a binary's data found besides whole names."""
@@ -577,18 +580,22 @@ class _Seen:
 
 
 def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _Classifier,
-               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget) -> None:
+               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget,
+               whole: bool = True) -> None:
     """The data between fat binary containers, searched by two compiled
     regexes (three for PE): names ending in .dll/.so; whole strings that
     are stems, heads of assembled names or composition fragments; the same
     stems and heads in UTF-16LE. Each regex starts with a literal ('.',
     NUL) so the engine skips ahead in C; one alternation of all of them
-    would try every branch at every byte (measured 50x slower)."""
+    would try every branch at every byte (measured 50x slower). The
+    whole-string regex stops at every NUL (about 10 ns a byte of data), so it
+    runs only when ``whole`` (binaries that can load libraries themselves);
+    heads that end in ".so"/".so." are found by the suffix regex anyway."""
     for a, b in _segments(buf, lo, hi):
         for m in _HIT.finditer(buf, a, b):
             budget.hit()
-            _suffix_hit(buf, a, b, m, classify, skip, found)
-        if patterns.whole is not None:
+            _suffix_hit(buf, a, b, m, classify, skip, found, patterns.heads, seen)
+        if whole and patterns.whole is not None:
             for m in patterns.whole.finditer(buf, a, b):
                 budget.hit()
                 if m.lastgroup == "head":
@@ -597,35 +604,10 @@ def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _
                     seen.versioners += 1
                 else:
                     seen.fragments += 1
-        if patterns.wide is not None:
+        if whole and patterns.wide is not None:
             for m in patterns.wide.finditer(buf, a, b):
                 budget.hit()
                 seen.heads.add(m.group(1).decode("utf-16-le", "replace"))
-
-
-def _scan_code(buf, lo: int, hi: int, patterns: "_PlatformPatterns", seen: _Seen, budget: _Budget) -> None:
-    """Stems built as immediates in code: ``movabs r64, imm64`` (REX.W B8+r)
-    holding a stem's first 8 bytes, or ``mov dword [base+disp8], imm32``
-    (C7 4x / C7 44 24) holding its first 4, with the rest of the stem in the
-    next 24 bytes (std::string constants built in place). The chunks are
-    found by one regex; the opcode before each is checked here."""
-    if patterns.chunks is None:
-        return
-    for m in patterns.chunks.finditer(buf, lo, hi):
-        budget.hit()
-        p = m.start()
-        chunk = m.group()
-        if len(chunk) == 8:
-            ok = p >= 2 and buf[p - 2] in (0x48, 0x49) and 0xB8 <= buf[p - 1] <= 0xBF
-        else:
-            ok = (p >= 3 and buf[p - 3] == 0xC7 and 0x40 <= buf[p - 2] <= 0x47 and buf[p - 2] != 0x44) or (
-                p >= 4 and buf[p - 4] == 0xC7 and buf[p - 3] == 0x44 and buf[p - 2] == 0x24)
-        if not ok:
-            continue
-        for stem in patterns.immediates.get(bytes(chunk), ()):
-            rest = stem.encode("latin-1")[len(chunk):]
-            if not rest or rest[:8] in buf[m.end():m.end() + 24]:
-                seen.heads.add(stem)
 
 
 def _scan_table(data: bytes, encoding: str, classify: _Classifier,
@@ -843,7 +825,7 @@ def _cython_tables(buf, ranges: list[tuple[int, int]],
 # ---------------------------------------------------------------------------
 
 def find_library_names(buf, info: BinaryInfo, rules,
-                       patterns: "NamePatterns | None" = None) -> tuple[NameReference, ...]:
+                       patterns: "NamePatterns | None" = None, nvidia: bool = False) -> tuple[NameReference, ...]:
     """CUDA library names (and name templates) in the data of one binary.
 
     ``buf`` is the binary's bytes (``bytes``/``bytearray``/``mmap``, as
@@ -851,13 +833,15 @@ def find_library_names(buf, info: BinaryInfo, rules,
     produced from it, ``rules`` a :class:`~cuda4amd.rules.RuleSet`;
     ``patterns`` the compiled search patterns for these rules (built once per
     scan by the caller; built here when absent). Returns the references
-    sorted, unique by (name, encoding). Raises only :class:`MalformedBinary`
-    (or OSError from the mapping itself).
+    sorted, unique by (name, encoding). ``nvidia``: the binary is an NVIDIA
+    library (no stem search: they load their own sub-libraries by complete
+    names). Raises only :class:`MalformedBinary` (or OSError from the
+    mapping itself).
     """
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
     try:
-        return _find(buf, info, rules, patterns or NamePatterns(rules))
+        return _find(buf, info, rules, patterns or NamePatterns(rules), nvidia)
     except (MalformedBinary, OSError):
         raise
     except MemoryError:
@@ -866,7 +850,16 @@ def find_library_names(buf, info: BinaryInfo, rules,
         raise MalformedBinary(f"cannot search the binary's strings ({type(exc).__name__}: {exc})") from exc
 
 
-def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns) -> tuple[NameReference, ...]:
+def loads_libraries(info: BinaryInfo, functions: frozenset[str]) -> bool:
+    """Whether the binary imports a function that loads a library by name
+    (dlopen, LoadLibraryExW, ...): only such a binary assembles names it
+    loads itself."""
+    if info.format == "PE":
+        return any(not functions.isdisjoint(i.symbols) for i in info.imports)
+    return not functions.isdisjoint(info.undefined_symbols)
+
+
+def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = False) -> tuple[NameReference, ...]:
     size = len(buf)
     platform = platform_of_info(info)
     classify = _Classifier(rules, platform)
@@ -876,12 +869,17 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns) -> tuple[NameRef
     found: set[NameReference] = set()
     budget = _Budget()
     seen = _Seen(set())
-    for lo, hi in _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size):
-        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget)
-    composes = seen.fragments > 0 or any(mine.heads[h][1] for h in seen.heads)
-    if composes and info.machine == "x86_64":
-        for lo, hi in _ranges(info, PE_CODE_SECTIONS if pe else ELF_CODE_SECTIONS, size):
-            _scan_code(buf, lo, hi, mine, seen, budget)
+    whole = not nvidia and loads_libraries(info, patterns.name_rules.loader_functions)
+    data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
+    const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
+    for lo, hi in data:
+        # string literals (stems, heads) live in the read-only data: the whole-string search stays there
+        in_const = any(a <= lo and hi <= b for a, b in const)
+        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget, whole and in_const)
+    if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
+        versioning = patterns.name_rules.versioners.get(platform, ((), ""))[0]
+        seen.versioners += sum(1 for v in versioning for lo, hi in data
+                               if buf.find(b"\0" + v.encode("latin-1") + b"\0", lo, hi) >= 0)
     for head in seen.heads:
         names, strong = mine.heads[head]
         if strong or seen.fragments:
@@ -895,7 +893,6 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns) -> tuple[NameRef
                 if classify(name) == 2 and classify.plain(ref.name) < 2:
                     found.discard(ref)  # the versioned file is what the loader finds
                     found.add(NameReference(name, "assembled", True))
-    const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
-    for encoding, data in _cython_tables(buf, const, budget):
-        _scan_table(data, encoding, classify, found)
+    for encoding, table in _cython_tables(buf, const, budget):
+        _scan_table(table, encoding, classify, found)
     return tuple(sorted(found))

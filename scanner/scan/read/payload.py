@@ -45,7 +45,7 @@ class PayloadInspector:
         except MalformedBinary as exc:
             errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
         try:
-            by_name = find_library_names(buf, info, self.rules, self.names)
+            by_name = find_library_names(buf, info, self.rules, self.names, nvidia=mode == "deep")
         except MalformedBinary as exc:
             by_name = ()
             errors.append(FileError(path, "strings", f"string table: {exc}"))
