@@ -19,8 +19,14 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CUDA4AMD_WHEEL_CACHE", "~/.cache/cuda4amd/wheels")).expanduser()
 
 
-def wheel(spec: str) -> Path:
-    """The cached wheel for `name==version`, downloading it when absent."""
+#: pip's platform tags for a Linux x86-64 wheel (pip matches each tag exactly)
+LINUX = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+         "manylinux1_x86_64")
+
+
+def wheel(spec: str, platforms: tuple[str, ...] = ("win_amd64",)) -> Path:
+    """The cached wheel for `name==version`, downloading it when absent
+    (for `platforms`: pip platform tags, Windows x86-64 unless given)."""
     name, version = spec.split("==")
     pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-*.whl"
     cache = cache_dir()
@@ -28,7 +34,9 @@ def wheel(spec: str) -> Path:
     if hits:
         return hits[0]
     cache.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", *PLATFORM_ARGS, "-d", str(cache), spec]
+    args = PLATFORM_ARGS if platforms == ("win_amd64",) else [
+        "--only-binary=:all:", "--python-version", "3.12", *(a for p in platforms for a in ("--platform", p))]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", *args, "-d", str(cache), spec]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -40,9 +48,9 @@ def wheel(spec: str) -> Path:
     return hits[0]
 
 
-def unpacked(spec: str) -> Path:
+def unpacked(spec: str, platforms: tuple[str, ...] = ("win_amd64",)) -> Path:
     """The wheel's tree, unpacked once into the cache."""
-    source = wheel(spec)
+    source = wheel(spec, platforms)
     tree = cache_dir() / "unpacked" / source.stem
     marker = tree / ".complete"
     if not marker.exists():

