@@ -536,6 +536,8 @@ def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
         before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
         after = buf[q:min(hi, q + 48)].decode("latin-1")
         suffix = m.group().decode("latin-1")
+        if heads and seen is not None and after[:2] == ".\0" and _head_at(before, suffix, after, heads, seen):
+            return  # "libnvrtc.so." is the start of a name, not the unversioned name
         hit = _names_in(before, suffix, after, classify, glued=False)
         if hit is None:
             if heads and seen is not None:
@@ -557,18 +559,21 @@ def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
             found.add(NameReference(name, "utf-16le", bool(TEMPLATE.search(name))))
 
 
-def _head_at(before: str, suffix: str, after: str, heads: dict, seen: "_Seen") -> None:
-    """``before + suffix`` (+ ".") as a whole NUL-bounded string that is a head."""
+def _head_at(before: str, suffix: str, after: str, heads: dict, seen: "_Seen") -> bool:
+    """``before + suffix`` (+ ".") as a whole NUL-bounded string that is a
+    head: recorded in ``seen``; returns whether it was one."""
     start = before.rfind("\0") + 1
     if start == 0 and len(before) >= MAX_NAME:
-        return
+        return False
     text = before[start:] + suffix
     if after[:1] == "." and after[1:2] == "\0":
         text += "."
     elif after[:1] != "\0":
-        return
+        return False
     if text in heads:
         seen.heads.add(text)
+        return True
+    return False
 
 
 @dataclass
@@ -581,34 +586,41 @@ class _Seen:
 
 
 def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _Classifier,
-               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget,
-               whole: bool = True) -> None:
-    """The data between fat binary containers, searched by two compiled
-    regexes (three for PE): names ending in .dll/.so; whole strings that
-    are stems, heads of assembled names or composition fragments; the same
-    stems and heads in UTF-16LE. Each regex starts with a literal ('.',
-    NUL) so the engine skips ahead in C; one alternation of all of them
-    would try every branch at every byte (measured 50x slower). The
-    whole-string regex stops at every NUL (about 10 ns a byte of data), so it
-    runs only when ``whole`` (binaries that can load libraries themselves);
-    heads that end in ".so"/".so." are found by the suffix regex anyway."""
+               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget) -> None:
+    """The data between fat binary containers: one regex (ASCII and
+    UTF-16LE at once) for names ending in .dll/.so, as before; heads that end
+    in ".so"/".so." ("libnvrtc.so." + version) are recognised on the way.
+
+    The other whole strings (bare stems, "cublas64_", fragments) need
+    regexes that stop at every NUL (about 3 ns a byte); :func:`_scan_whole`
+    runs them only over read-only data and only in binaries that load
+    libraries themselves. One alternation of every pattern would try each
+    branch at every byte (measured 10 to 50 times slower)."""
     for a, b in _segments(buf, lo, hi):
         for m in _HIT.finditer(buf, a, b):
             budget.hit()
             _suffix_hit(buf, a, b, m, classify, skip, found, patterns.heads, seen)
-        if whole and patterns.whole is not None:
-            for m in patterns.whole.finditer(buf, a, b):
+
+
+def _scan_whole(buf, lo: int, hi: int, patterns: "_PlatformPatterns", seen: _Seen, budget: _Budget) -> None:
+    """Stems, heads, fragments and version templates as whole strings in
+    [lo, hi) (read-only data), fat binary containers skipped. A match may
+    start one NUL (two for UTF-16) before the range: a string at the very
+    start of a section follows the previous section's padding."""
+    for a, b in _segments(buf, lo, hi):
+        if patterns.whole is not None:
+            for m in patterns.whole.finditer(buf, max(0, a - 1), b):
                 budget.hit()
                 seen.heads.add(m.group(1).decode("latin-1"))
-        if whole and patterns.glue is not None:
-            for m in patterns.glue.finditer(buf, a, b):
+        if patterns.glue is not None:
+            for m in patterns.glue.finditer(buf, max(0, a - 1), b):
                 budget.hit()
                 if m.lastgroup == "versioner":
                     seen.versioners += 1
                 else:
                     seen.fragments += 1
-        if whole and patterns.wide is not None:
-            for m in patterns.wide.finditer(buf, a, b):
+        if patterns.wide is not None:
+            for m in patterns.wide.finditer(buf, max(0, a - 2), b):
                 budget.hit()
                 seen.heads.add(m.group(1).decode("utf-16-le", "replace"))
 
@@ -876,9 +888,10 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
     for lo, hi in data:
-        # string literals (stems, heads) live in the read-only data: the whole-string search stays there
-        in_const = any(a <= lo and hi <= b for a, b in const)
-        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget, whole and in_const)
+        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget)
+    if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
+        for lo, hi in const:
+            _scan_whole(buf, lo, hi, mine, seen, budget)
     if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
         versioning = patterns.name_rules.versioners.get(platform, ((), ""))[0]
         seen.versioners += sum(1 for v in versioning for lo, hi in data

@@ -1,0 +1,221 @@
+"""Run-time rules: names assembled from stems (rules/runtime/names.toml), code
+generators (rules/runtime/generators.toml), binaries with no visible CUDA loader.
+
+The binaries are built here with gcc / mingw-w64 from a few lines of C, the
+way real loaders keep their pieces: TSL's table of stems plus ".so.",
+PyTorch's "libnvrtc.so." prefix, cuDNN 9's "%s.%d" templates.
+"""
+from __future__ import annotations
+
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from cuda4amd.rules.loader import RulesError
+from cuda4amd.rules.runtime import (
+    family_stems,
+    generators_for,
+    literal_prefixes,
+    load_generators,
+    load_name_rules,
+    name_heads,
+)
+from cuda4amd.scan.read.byname import NamePatterns, find_library_names
+from cuda4amd.scan.read.engine import read_path
+
+GCC = shutil.which("gcc")
+MINGW = shutil.which("x86_64-w64-mingw32-gcc")
+
+
+def build(tmp_path: Path, source: str, name: str, compiler: str | None = GCC, libs: tuple[str, ...] = ()) -> Path:
+    if compiler is None:
+        pytest.skip("compiler not installed")
+    src = tmp_path / (name + ".c")
+    src.write_text(source)
+    out = tmp_path / name
+    subprocess.run([compiler, "-O0", "-shared", "-fPIC" if compiler == GCC else "-s", "-o", str(out), str(src), *libs],
+                   check=True, capture_output=True)
+    return out
+
+
+def refs(path: Path, rules, nvidia: bool = False) -> set[tuple[str, str]]:
+    data = path.read_bytes()
+    return {(r.name, r.encoding) for r in find_library_names(data, read_path(path), rules, NamePatterns(rules), nvidia)}
+
+
+TSL = r"""
+#include <dlfcn.h>
+#include <string.h>
+/* the shape of xla/tsl/platform/default/dso_loader.cc + load_library.cc */
+const char *const stems[] = {"cudart", "cublas", "cufft", "cudnn", "nccl"};
+const char *const pieces[] = {"lib", ".so."};
+void *load(int i, const char *version) {
+    char name[256];
+    strcpy(name, pieces[0]); strcat(name, stems[i]); strcat(name, pieces[1]); strcat(name, version);
+    return dlopen(name, RTLD_NOW);
+}
+"""
+
+NO_LOADER = TSL.replace("return dlopen(name, RTLD_NOW);", "return (void *)strlen(name);")
+
+TORCH_NVRTC = r"""
+#include <string.h>
+/* aten/src/ATen/cuda/detail/LazyNVRTC.cpp getLibName(): std::string("libnvrtc.so.") + version */
+const char *const prefix = "libnvrtc.so.";
+unsigned long name_length(const char *version) { return strlen(prefix) + strlen(version); }
+"""
+
+CUDNN9 = r"""
+#include <dlfcn.h>
+#include <stdio.h>
+/* what libcudnn.so.9 holds: "%s.%d.%d.%d\0%s.%d.%d\0%s.%d\0libcudnn_graph.so" */
+const char *const formats[] = {"%s.%d.%d.%d", "%s.%d.%d", "%s.%d"};
+const char *const base = "libcudnn_graph.so";
+void *load(int major) {
+    char name[256];
+    snprintf(name, sizeof name, formats[2], base, major);
+    return dlopen(name, RTLD_NOW);
+}
+"""
+
+WINDOWS = r"""
+#include <windows.h>
+/* TF's Windows FormatLibraryFileName: name + version + ".dll"; wide strings for LoadLibraryW */
+const wchar_t *const stem = L"cufft64_";
+const wchar_t *const tail = L".dll";
+const char *const nvrtc = "nvrtc64_";
+HMODULE load(const wchar_t *version) {
+    wchar_t name[256];
+    lstrcpyW(name, stem); lstrcatW(name, version); lstrcatW(name, tail);
+    return LoadLibraryW(name);
+}
+"""
+
+
+def test_tsl_style_stems_give_templates(tmp_path, rules):
+    found = refs(build(tmp_path, TSL, "libloader.so"), rules)
+    assembled = {name for name, encoding in found if encoding == "assembled"}
+    assert {"libcudart.so.{version}", "libcublas.so.{version}", "libcufft.so.{version}",
+            "libcudnn.so.{version}", "libnccl.so.{version}"} <= assembled
+
+
+def test_bare_stems_count_only_in_a_binary_that_loads_libraries(tmp_path, rules):
+    found = refs(build(tmp_path, NO_LOADER, "libnoloader.so"), rules)
+    assert not {name for name, encoding in found if encoding == "assembled"}
+
+
+def test_a_name_prefix_is_enough_on_its_own(tmp_path, rules):
+    # no dlopen import here (PyTorch calls it from another library): the head ends in ".so."
+    found = refs(build(tmp_path, TORCH_NVRTC, "libtorch_like.so"), rules)
+    assert ("libnvrtc.so.{version}", "assembled") in found
+
+
+def test_cudnn9_version_templates_version_the_base_names(tmp_path, rules):
+    path = build(tmp_path, CUDNN9, "libcudnn_front.so")
+    for nvidia in (False, True):  # also as an NVIDIA library (no stem search)
+        found = refs(path, rules, nvidia)
+        assert ("libcudnn_graph.so.{version}", "assembled") in found
+        assert ("libcudnn_graph.so", "ascii") not in found  # replaced by the versioned file
+
+
+def test_windows_wide_and_ascii_heads(tmp_path, rules):
+    found = refs(build(tmp_path, WINDOWS, "loader.dll", MINGW), rules)
+    assert ("cufft64_{version}.dll", "assembled") in found
+    assert ("nvrtc64_{version}_0.dll", "assembled") in found
+
+
+def test_expansions_of_assembled_names(rules):
+    from cuda4amd.scan.read.byname import expand_template
+
+    assert "libnccl.so.2" in expand_template("libnccl.so.{version}", rules, "linux")
+    assert "cufft64_11.dll" in expand_template("cufft64_{version}.dll", rules, "windows")
+    assert expand_template("nvrtc64_{version}_0.dll", rules, "windows")[-1] == "nvrtc64_130_0.dll"
+
+
+# ---------------------------------------------------------------------------
+# the rules themselves
+# ---------------------------------------------------------------------------
+
+def test_literal_prefixes():
+    assert literal_prefixes(r"^libcublas\.so\.(10(\.0)?|11|12|13)$") == [
+        "libcublas.so.10", "libcublas.so.10.0", "libcublas.so.11", "libcublas.so.12", "libcublas.so.13"]
+    assert literal_prefixes(r"^libnvrtc(\.alt)?\.so\.(12|13)$") == [
+        "libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc.alt.so.12", "libnvrtc.alt.so.13"]
+    assert literal_prefixes(r"^lib(cufftMp\.so\.1[12]|nvshmem_host\.so\.3)$") == ["libcufftMp.so.1", "libnvshmem_host.so.3"]
+    assert literal_prefixes(r"^cupti64_\d+\.dll$") == ["cupti64_"]
+
+
+def test_stems_come_from_the_family_table(rules):
+    names = load_name_rules()
+    linux = next(t for t in names.templates if t.name == "lib{stem}.so.{version}")
+    stems = family_stems(rules, linux)
+    assert stems["cublas"] == "blas" and stems["cublasLt"] == "blaslt" and stems["cuda"] == "driver_api"
+    assert stems["cudnn_graph"] == "dnn" and stems["nvrtc"] == "nvrtc" and stems["nvshmem_host"] == "multi_node_math"
+    windows = next(t for t in names.templates if t.name == "{stem}64_{version}.dll")
+    assert family_stems(rules, windows)["cusolver"] == "solver"
+    heads = name_heads(names, rules, "linux")
+    assert heads["cublas"][1] is False and heads["libcublas.so."][1] is True
+    assert "libcublas.so.{version}" in heads["cublas"][0]
+    assert "dlopen" in names.loader_functions and "LoadLibraryExW" in names.loader_functions
+
+
+def write(folder: Path, name: str, text: str) -> Path:
+    (folder / "runtime").mkdir(exist_ok=True)
+    path = folder / "runtime" / name
+    path.write_text("[provenance]\ngenerated_by = 'hand'\nsources = ['test']\n" + text)
+    return folder
+
+
+@pytest.mark.parametrize("body, message", [
+    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n[[template]]\nplatform = 'mac'\nname = 'lib{stem}.so'\nsource = 'x'\n",
+     "platform must be one of"),
+    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n[[template]]\nplatform = 'linux'\nname = 'libfoo.so'\nsource = 'x'\n",
+     "must hold {stem} once"),
+    ("[[template]]\nplatform = 'linux'\nname = 'lib{stem}.so'\nsource = 'x'\n", "missing"),
+    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n[[templat]]\n", "unknown top-level key"),
+])
+def test_name_rules_are_validated(tmp_path, body, message):
+    with pytest.raises(RulesError, match=message):
+        load_name_rules(write(tmp_path, "names.toml", body))
+
+
+def test_generators():
+    generators = load_generators()
+    ids = {g.id: g for g in generators}
+    assert ids["xla"].emits == "sass" and ids["xla"].needed == "always" and ids["xla"].zluda
+    assert ids["taichi"].emits == "ptx"
+    assert [s.setting for s in ids["cupy_nvrtc"].ptx_switches] == ["CUPY_COMPILE_WITH_PTX=1"]
+    assert [g.id for g in generators_for("jax-cuda13-pjrt", generators)] == ["xla"]
+    assert [g.id for g in generators_for("cupy-cuda12x", generators)] == ["cupy_nvrtc"]
+    # names shared with CPU builds count only where the package holds CUDA binaries
+    assert generators_for("torch", generators, has_cuda=False) == ()
+    assert [g.id for g in generators_for("torch", generators, has_cuda=True)] == ["inductor"]
+    assert all(g.sources for g in generators)
+
+
+def test_generator_rules_are_validated(tmp_path):
+    body = ("[[generator]]\nid = 'x'\nname = 'X'\ndistributions = ['x']\nemits = 'cubin'\nneeded = 'always'\n"
+            "how = 'h'\n")
+    with pytest.raises(RulesError, match="emits must be one of"):
+        load_generators(write(tmp_path, "generators.toml", body))
+
+
+def test_package_verdicts_from_generators(rules):
+    from cuda4amd.scan.distributions import Distribution
+    from cuda4amd.scan.generated import apply_generators
+    from cuda4amd.scan.packages import PackageVerdict
+
+    dists = [Distribution(n, "1.0", f"{n}-1.0.dist-info", frozenset()) for n in
+             ("cupy-cuda12x", "jax-cuda12-pjrt", "numba-cuda", "taichi", "torch")]
+    packages = [PackageVerdict("cupy-cuda12x", "1.0", "ready"), PackageVerdict("jax-cuda12-pjrt", "1.0", "ready"),
+                PackageVerdict("taichi", "1.0", "ready"), PackageVerdict("torch", "1.0", "no-cuda")]
+    result = {p.name: p for p in apply_generators(packages, dists, load_generators())}
+    assert result["cupy-cuda12x"].verdict == "partial"
+    assert any("CUPY_COMPILE_WITH_PTX=1" in a for a in result["cupy-cuda12x"].advice)
+    assert result["jax-cuda12-pjrt"].verdict == "blocked"
+    assert result["jax-cuda12-pjrt"].reasons[0].startswith("XLA GPU compiler")
+    assert result["numba-cuda"].verdict == "blocked"  # pure Python, no binary: a package verdict all the same
+    assert result["taichi"].verdict == "ready" and result["taichi"].generators[0]["emits"] == "ptx"
+    assert result["torch"].verdict == "no-cuda" and result["torch"].generators == []  # a CPU build
