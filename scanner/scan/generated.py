@@ -75,7 +75,9 @@ def _apply(package: PackageVerdict, generator: Generator) -> None:
     verdict = "blocked" if generator.needed == "always" and not to_ptx else "partial"
     if RANK[verdict] > RANK.get(package.verdict, -1):
         package.verdict = verdict
-    package.reasons.insert(0, what)
+        package.reasons.insert(0, what)  # it decides the verdict: its reason comes first
+    else:
+        package.reasons.append(what)
     for switch in ways_out:
         doing = "emits PTX" if switch.emits == "ptx" else "generates nothing"
         caveat = " (unverified)" if switch.confidence != "verified" else ""
