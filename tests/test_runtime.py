@@ -94,6 +94,24 @@ HMODULE load(const wchar_t *version) {
 """
 
 
+WINDOWS_PIECES = r"""
+#include <windows.h>
+#include <string.h>
+/* "cublas" + "64_" + "11" + ".dll", each piece its own string */
+const char *const pieces[] = {"cublas", "curand", "64_", "11", ".dll"};
+HMODULE load(int i) {
+    char name[64];
+    strcpy(name, pieces[i]); strcat(name, pieces[2]); strcat(name, pieces[3]); strcat(name, pieces[4]);
+    return LoadLibraryA(name);
+}
+"""
+
+
+def test_windows_pieces(tmp_path, rules):
+    found = refs(build(tmp_path, WINDOWS_PIECES, "pieces.dll", MINGW), rules)
+    assert {("cublas64_{version}.dll", "assembled"), ("curand64_{version}.dll", "assembled")} <= found
+
+
 def test_tsl_style_stems_give_templates(tmp_path, rules):
     found = refs(build(tmp_path, TSL, "libloader.so"), rules)
     assembled = {name for name, encoding in found if encoding == "assembled"}
@@ -219,3 +237,16 @@ def test_package_verdicts_from_generators(rules):
     assert result["numba-cuda"].verdict == "blocked"  # pure Python, no binary: a package verdict all the same
     assert result["taichi"].verdict == "ready" and result["taichi"].generators[0]["emits"] == "ptx"
     assert result["torch"].verdict == "no-cuda" and result["torch"].generators == []  # a CPU build
+
+
+def test_assembled_names_resolve_in_the_tree(tmp_path, scan):
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    build(tree, TSL, "libloader.so")
+    build(tree, "int cublasCreate_v2(void **h) { return 0; }\n", "libcublas.so.12")
+    for source in tree.glob("*.c"):
+        source.unlink()
+    report = scan(tree, host="none")
+    loader = next(b for b in report["binaries"] if b["path"] == "libloader.so")
+    dep = next(d for d in loader["dependencies"] if d["name"] == "libcublas.so.{version}")
+    assert (dep["load"], dep["resolved"], dep["family"]) == ("by-name", "libcublas.so.12", "blas")
