@@ -16,8 +16,9 @@ else:
     import tomli as tomllib
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(map(str, args)))
+def run(*args, **env):
+    # rich takes the width of a piped stdout from COLUMNS (80 without it)
+    return CliRunner(env={"COLUMNS": "160", **env}).invoke(main, list(map(str, args)))
 
 
 def test_console_summary_leads_with_the_verdict():

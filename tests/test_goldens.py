@@ -44,7 +44,7 @@ GRAPHS = {"graphml": "graph.graphml", "dot": "graph.dot", "json": "graph.json"}
 GRAPH_CASES = ("demo-tool", "pe", "byname")
 
 
-SCHEMA_FILE = REPO / "docs" / "report-schema.json"
+SCHEMA_FILE = REPO / "scanner" / "report" / "schemas" / "scan.json"
 
 
 def strict_validator():

@@ -140,8 +140,9 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
     try:
         host_report = _resolve_host(host, result, rules)
         source = choose_source(rules, tag, _platform_guess(result), zluda_path, sha256)
+        warnings: list[str] | None = [] if dry_run else None  # a dry run shows the plan whatever the host lacks
         plan = make_plan(result, rules=rules, host=host_report, source=source, store=None, mode=mode,
-                         launcher_dir=launcher_dir)
+                         launcher_dir=launcher_dir, host_warnings=warnings)
         # hashes for the plan from what is at hand, without unpacking (or downloading) before the answer
         store = get_store(source, plan.required, allow_download=False, unpack=False)
         if store is not None:
@@ -163,6 +164,10 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
                        f"{(old.release_sha256 or '')[:12]}): run `cuda4amd undo {root}` first")
 
     echo(plan.render())
+    for warning in warnings or []:
+        echo(f"warning: {warning}\n")
+    if warnings:
+        echo("this plan cannot be applied for this host as it is; --dry-run: nothing was written\n")
     if dry_run:
         return FixOutcome("dry-run", "the plan only (--dry-run): nothing was changed", plan)
     if not assume_yes and not confirm("Apply this plan?"):

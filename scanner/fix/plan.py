@@ -259,12 +259,14 @@ def _deps(verdict) -> list[_Dep]:
 # ---------------------------------------------------------------------------
 
 def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher",
-              launcher_dir: str | os.PathLike[str] | None = None, frameworks=None) -> Plan:
+              launcher_dir: str | os.PathLike[str] | None = None, frameworks=None,
+              host_warnings: list[str] | None = None) -> Plan:
     """The plan for a ScanResult. `host` is the HostReport of the machine the
     application will run on; `source` the ReleaseSource; `store` the unpacked
     release when already at hand (hashes are filled then, else by Plan.bind).
     Raises PlanError when nothing can be linked or the host lacks what the
-    plan needs."""
+    plan needs; given a `host_warnings` list (a dry run), what the host lacks is
+    added to it instead and the plan is still made, to be shown, not applied."""
     from cuda4amd.host.gaps import FAMILY_LIBRARIES, host_gaps
     from cuda4amd.rules.gpus import load_profiles
 
@@ -284,14 +286,20 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
     if host is None:
         raise PlanError("the host lacks a host report: scan on the machine that runs the application "
                         "(--host auto), or pass --host FILE.json made by `cuda4amd doctor --format json` there")
+
+    def host_problem(message: str) -> None:
+        if host_warnings is None:
+            raise PlanError(message)
+        host_warnings.append(message)
+
     if host.platform != platform:
-        raise PlanError(f"the host is {host.platform.capitalize()} but the application is "
-                        f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine")
+        host_problem(f"the host is {host.platform.capitalize()} but the application is "
+                     f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine")
     profiles = load_profiles()
     driver_gaps = host_gaps(host, ["driver_api"], profiles).get("driver_api", [])
     if driver_gaps:
-        raise PlanError("the host lacks what ZLUDA needs: " + "; ".join(driver_gaps)
-                        + " (judge another machine with --host FILE.json)")
+        host_problem("the host lacks what ZLUDA needs: " + "; ".join(driver_gaps)
+                     + " (judge another machine with --host FILE.json)")
 
     if platform == "windows" and mode == "place" and (host.sdk is None or "HIP_PATH" not in host.sdk.found_by):
         raise PlanError("placement mode needs HIP_PATH set on the host (ZLUDA finds rocBLAS, hipBLASLt and "
@@ -318,7 +326,9 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
             continue
         reasons = [r for r in host_gaps(host, [fam], profiles).get(fam, [])
                    if "through HIP_PATH, which is not set" not in r]  # the launcher sets it; place mode checked it
-        if reasons:
+        if reasons and host_warnings is not None:  # a dry run plans the family and says what the host lacks
+            host_warnings.append("; ".join(reasons))
+        elif reasons:
             excluded[fam] = "; ".join(reasons)
     # binaries that need an excluded family statically are left alone, and so
     # is whatever needs them statically (fixed point over in-tree static edges)
@@ -386,7 +396,7 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
     sdk = host.sdk
     warnings: list[str] = []
     needs_sdk = any(f in FAMILY_LIBRARIES for f in families)
-    if needs_sdk and sdk is None:  # host_gaps already excluded such families; defensive
+    if needs_sdk and sdk is None and host_warnings is None:  # host_gaps already excluded such families; defensive
         raise PlanError("the host lacks a HIP SDK (ROCm), which ZLUDA's libraries load")
     if sdk is not None and ("<user>" in sdk.root or "<host>" in sdk.root):
         raise PlanError(f"the host report's HIP SDK path is redacted ({sdk.root}): "

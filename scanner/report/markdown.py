@@ -245,59 +245,7 @@ class _Report:
         return "## What to try\n\n" + "\n".join(lines) if lines else ""
 
     def host(self) -> str:
-        host = self.doc.get("host")
-        if not host:
-            return ("## Host\n\nNot examined. To judge for the machine that runs the application, attach the output of "
-                    "`cuda4amd doctor --format json` from it, or scan there with `--host auto`.")
-        rows: list[list[str]] = []
-        if host.get("os"):
-            rows.append(["OS", text(host["os"])])
-        gpus = host.get("gpus") or []
-        selected = host.get("selected_gpu")
-        if selected is not None and 0 <= selected < len(gpus):
-            rows.append(["GPU", _gpu(gpus[selected], bold=True)])
-        elif not gpus:
-            rows.append(["GPU", "no AMD GPU found"])
-        others = [g for i, g in enumerate(gpus) if i != selected]
-        if others:
-            rows.append(["other GPUs" if selected is not None else "GPUs", "<br>".join(_gpu(g) for g in others)])
-        runtime = host.get("hip_runtime")
-        if runtime:
-            value = f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} ({text(runtime.get('source', ''))})"
-            if runtime.get("error"):
-                value += f" — {text(runtime['error'])}"
-            rows.append(["HIP runtime", value])
-        else:
-            rows.append(["HIP runtime", "not found"])
-        sdks = host.get("hip_sdks") or []
-        chosen = host.get("selected_sdk")
-        if not sdks:
-            rows.append(["HIP SDK", "not found"])
-        for i, sdk in enumerate(sdks):
-            label = "HIP SDK" if i == chosen else "other HIP SDK"
-            version = sdk.get("version") or "version unknown"
-            if sdk.get("full_version") and sdk.get("full_version") != version:
-                version += f" ({sdk['full_version']})"
-            libraries = sdk.get("libraries") or {}
-            present = ", ".join(f"{SDK_LIBRARIES.get(k, k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
-            rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
-            gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
-            for name, kernels in (sdk.get("kernels") or {}).items():
-                if gfx:
-                    has = gfx in (kernels.get("archs") or [])
-                    rows.append([f"{SDK_LIBRARIES.get(name, name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
-        zluda = host.get("zluda") or []
-        if zluda:
-            for install in zluda:
-                where = ", ".join(install.get("where") or [])
-                releases = ", ".join(install.get("releases") or []) or "release not recognised"
-                rows.append(["ZLUDA found", f"{code(install.get('path', ''))}" + (f" ({text(where)})" if where else "")
-                             + f": {text(releases)}"])
-        else:
-            rows.append(["ZLUDA found", "no"])
-        for name, value in sorted((host.get("environment") or {}).items()):
-            rows.append([code(name), code(value)])
-        return "## Host\n\n" + _table(["component", "found"], rows)
+        return host_section(self.doc.get("host"))
 
     def zluda(self, level: Detail) -> str:
         zluda = self.doc.get("zluda") or {}
@@ -442,6 +390,62 @@ class _Report:
         return (f"---\n<sub>{_h(tool.get('name', 'cuda4amd'))} {_h(tool.get('version', ''))} · report schema "
                 f"{_h(doc.get('schema', ''))} · the same report as JSON: <code>--format json</code>; "
                 f"render a saved one again with <code>cuda4amd report scan.json --format markdown</code></sub>")
+
+
+def host_section(host: dict | None) -> str:
+    """The "## Host" section: what the host report says, as a table (also `cuda4amd doctor --format markdown`)."""
+    if not host:
+        return ("## Host\n\nNot examined. To judge for the machine that runs the application, attach the output of "
+                "`cuda4amd doctor --format json` from it, or scan there with `--host auto`.")
+    rows: list[list[str]] = []
+    if host.get("os"):
+        rows.append(["OS", text(host["os"])])
+    gpus = host.get("gpus") or []
+    selected = host.get("selected_gpu")
+    if selected is not None and 0 <= selected < len(gpus):
+        rows.append(["GPU", _gpu(gpus[selected], bold=True)])
+    elif not gpus:
+        rows.append(["GPU", "no AMD GPU found"])
+    others = [g for i, g in enumerate(gpus) if i != selected]
+    if others:
+        rows.append(["other GPUs" if selected is not None else "GPUs", "<br>".join(_gpu(g) for g in others)])
+    runtime = host.get("hip_runtime")
+    if runtime:
+        value = f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} ({text(runtime.get('source', ''))})"
+        if runtime.get("error"):
+            value += f" — {text(runtime['error'])}"
+        rows.append(["HIP runtime", value])
+    else:
+        rows.append(["HIP runtime", "not found"])
+    sdks = host.get("hip_sdks") or []
+    chosen = host.get("selected_sdk")
+    if not sdks:
+        rows.append(["HIP SDK", "not found"])
+    for i, sdk in enumerate(sdks):
+        label = "HIP SDK" if i == chosen else "other HIP SDK"
+        version = sdk.get("version") or "version unknown"
+        if sdk.get("full_version") and sdk.get("full_version") != version:
+            version += f" ({sdk['full_version']})"
+        libraries = sdk.get("libraries") or {}
+        present = ", ".join(f"{SDK_LIBRARIES.get(k, k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
+        rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
+        gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
+        for name, kernels in (sdk.get("kernels") or {}).items():
+            if gfx:
+                has = gfx in (kernels.get("archs") or [])
+                rows.append([f"{SDK_LIBRARIES.get(name, name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+    zluda = host.get("zluda") or []
+    if zluda:
+        for install in zluda:
+            where = ", ".join(install.get("where") or [])
+            releases = ", ".join(install.get("releases") or []) or "release not recognised"
+            rows.append(["ZLUDA found", f"{code(install.get('path', ''))}" + (f" ({text(where)})" if where else "")
+                         + f": {text(releases)}"])
+    else:
+        rows.append(["ZLUDA found", "no"])
+    for name, value in sorted((host.get("environment") or {}).items()):
+        rows.append([code(name), code(value)])
+    return "## Host\n\n" + _table(["component", "found"], rows)
 
 
 def _gpu(gpu: dict, bold: bool = False) -> str:

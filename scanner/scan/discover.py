@@ -79,7 +79,7 @@ def _locate(text: str) -> Path:
     candidate = Path(text).expanduser()
     if candidate.exists():
         return candidate
-    if os.sep == "/" and "\\" in text:
+    if os.sep == "/" and ("\\" in text or _WINDOWS_DRIVE.match(text)):  # C:\Apps\Tool and C:/Apps/Tool
         drive = _WINDOWS_DRIVE.match(text)
         if drive:
             # A Windows path on Linux: under WSL, C:\X is /mnt/c/X.
