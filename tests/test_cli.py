@@ -121,3 +121,14 @@ def test_progress_bar_goes_to_stderr_of_a_terminal(capsys):
         result = run_scan(ScanOptions(target=str(FIXTURES / "pe")), progress)
     assert result.verdict == "partial"
     assert capsys.readouterr().out == ""
+
+
+def test_download_bar_is_rich_progress_on_stderr(capsys):
+    from cuda4amd.cli.progress import DownloadBar
+
+    with DownloadBar() as bar:
+        for done in range(0, 1_048_577, 262_144):
+            bar(done, 1_048_576)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "1.0/1.0 MB" in captured.err or "1.0 MB" in captured.err

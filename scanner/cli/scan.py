@@ -122,24 +122,26 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     if not fix:
         sys.exit(EXIT_FOR_VERDICT[result.verdict])
 
-    from cuda4amd.fix.commands import download_progress, fix_target
+    from cuda4amd.cli.progress import download_bar
+    from cuda4amd.fix.commands import fix_target
 
-    outcome = fix_target(
-        result,
-        mode=mode,
-        zluda_release=zluda_release,
-        zluda_path=zluda_path,
-        sha256=sha256,
-        dry_run=dry_run,
-        assume_yes=yes,
-        host=None,
-        echo=click.echo,
-        confirm=None,
-        rules=None,
-        launcher_dir=launcher_dir,
-        rescan=None,
-        progress=download_progress(),
-    )
+    with download_bar() as progress:
+        outcome = fix_target(
+            result,
+            mode=mode,
+            zluda_release=zluda_release,
+            zluda_path=zluda_path,
+            sha256=sha256,
+            dry_run=dry_run,
+            assume_yes=yes,
+            host=None,
+            echo=click.echo,
+            confirm=None,
+            rules=None,
+            launcher_dir=launcher_dir,
+            rescan=None,
+            progress=progress,
+        )
     sys.exit(outcome.exit_code)
 
 

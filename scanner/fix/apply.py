@@ -78,7 +78,7 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
     lines, without the final newline (e.g. click.echo; default print).
     confirm(question) -> bool (default click.confirm on stderr; no answer
     means no). progress(done, total): download progress (e.g.
-    cuda4amd.fix.commands.download_progress()). launcher_dir: write the
+    cuda4amd.cli.progress.DownloadBar, rich.progress on stderr). launcher_dir: write the
     launchers there instead of <target>/.cuda4amd (an existing folder)."""
     from cuda4amd.fix.archive import prepare_store
     from cuda4amd.fix.journal import ApplyError, FixDirError, apply_plan, load_journal, undo_target

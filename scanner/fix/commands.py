@@ -7,12 +7,11 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import click
 
-__all__ = ["fix_target", "run_program", "find_fixed_root", "download_progress", "locate"]
+__all__ = ["fix_target", "run_program", "find_fixed_root", "locate"]
 
 EXIT_USAGE = 2
 EXIT_UNDO_INCOMPLETE = 6
@@ -23,28 +22,6 @@ def fix_target(*args, **kwargs):
     from cuda4amd.fix.apply import fix_target as impl
 
     return impl(*args, **kwargs)
-
-
-def download_progress():
-    """A download progress callback drawing a bar on stderr when it is a terminal (else None)."""
-    if not sys.stderr.isatty():
-        return None
-    state = {"last": -1}
-
-    def show(done: int, total: int | None) -> None:
-        if total:
-            pct = int(done * 100 / total)
-            if pct == state["last"]:
-                return
-            state["last"] = pct
-            bar = "#" * (pct // 4)
-            text = f"\r  [{bar:<25}] {pct:3d}%  {done / 1048576:6.1f} / {total / 1048576:.1f} MiB"
-        else:
-            text = f"\r  {done / 1048576:6.1f} MiB"
-        sys.stderr.write(text + ("\n" if total and done >= total else ""))
-        sys.stderr.flush()
-
-    return show
 
 
 def locate(text: str) -> Path:
