@@ -13,11 +13,16 @@ import sys
 import click
 
 from cuda4amd import __version__
-from cuda4amd.cli.output import EXIT_INTERRUPTED
+from cuda4amd.cli.output import COMMAND_LINE, EXIT_INTERRUPTED
 
 
 class _Cuda4amd(click.Group):
     """The group: streams that never fail on a symbol, and Ctrl-C as exit status 130."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        ctx = super().make_context(info_name, list(args), parent=parent, **extra)
+        ctx.meta[COMMAND_LINE] = ["cuda4amd", *args]  # for the report's `command`, as the user would type it
+        return ctx
 
     def invoke(self, ctx: click.Context):
         from cuda4amd.report.console import install_ascii_fallback

@@ -15,6 +15,16 @@ EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 STDOUT = "-"
+COMMAND_LINE = "cuda4amd.command_line"  # click Context.meta key: the arguments as typed
+
+
+def command_line() -> str | None:
+    """The command line as typed (shell-quoted), for the report; None outside the `cuda4amd` group."""
+    import shlex
+
+    ctx = click.get_current_context(silent=True)
+    words = ctx.meta.get(COMMAND_LINE) if ctx is not None else None
+    return shlex.join(str(w) for w in words) if words else None
 GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
 
 

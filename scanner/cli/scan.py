@@ -9,6 +9,7 @@ import click
 from cuda4amd.cli.output import (
     EXIT_FOR_VERDICT,
     color_option,
+    command_line,
     emit,
     fail,
     graph_format_option,
@@ -104,6 +105,9 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         fail(str(exc))
 
     document = build(result)
+    typed = command_line()
+    if typed:
+        document["command"] = typed  # redacted with the rest below
     redactor = None
     if not no_redact and (output or graph_file or fmt != "console"):
         from cuda4amd.report.redact import Redactor

@@ -13,7 +13,9 @@ from __future__ import annotations
 
 import codecs
 import io
-from typing import TYPE_CHECKING, Iterable
+from typing import TYPE_CHECKING
+
+from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -116,7 +118,7 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
 
     packages = [p for p in doc.get("packages", []) if p["verdict"] != "no-cuda"]
     if packages:
-        _print_packages(console, packages, verbose)
+        _print_packages(console, packages, verbose, {b["path"]: b for b in doc["binaries"]})
     cuda = [b for b in doc["binaries"] if b["verdict"] != "no-cuda"]
     if packages and not verbose:
         # the packages lead; of their files, only the ones that are not ready follow
@@ -128,32 +130,6 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
         console.print(Text(f"{len(doc['errors'])} file(s) could not be read:", style="bold"))
         for error in doc["errors"]:
             console.print(Text(f"  {error['path']}: {error['message']}"))
-
-
-def reason_groups(binaries: Iterable[dict]) -> list[tuple[str, str, list[dict]]]:
-    """(verdict, deciding reason, binaries) with that reason, worst verdict first, larger groups first.
-
-    One reason is said once, however many files it decides (seven DLLs of
-    one package blocked by the same missing function are one row).
-    """
-    order = {"blocked": 0, "degraded": 1, "ready": 2}
-    groups: dict[tuple[str, str], list[dict]] = {}
-    for binary in binaries:
-        reason = binary["reasons"][0] if binary.get("reasons") else ""
-        groups.setdefault((binary["verdict"], reason), []).append(binary)
-    ordered = sorted(groups.items(), key=lambda kv: (order.get(kv[0][0], 9), -len(kv[1]), kv[1][0]["path"]))
-    return [(verdict, reason, sorted(members, key=lambda b: b["path"])) for (verdict, reason), members in ordered]
-
-
-def group_label(members: list[dict]) -> str:
-    """'plugins/a.dll' for one file; '7 binaries of bitsandbytes: a.so, b.so, c.so +4 more' for several."""
-    if len(members) == 1:
-        return members[0]["path"]
-    owners = {b.get("distribution") for b in members}
-    owner = f" of {next(iter(owners))}" if len(owners) == 1 and None not in owners else ""
-    names = [b["path"].rsplit("/", 1)[-1] for b in members]
-    shown = ", ".join(names[:3]) + (f" +{len(names) - 3} more" if len(names) > 3 else "")
-    return f"{len(members)} binaries{owner}: {shown}"
 
 
 def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None:
@@ -170,12 +146,15 @@ def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None
             why = Text("\n").join([Text(r) for r in binary["reasons"]] + _details(binary))
             table.add_row(Text(binary["path"]), Text(binary["verdict"], style=STYLE[binary["verdict"]]), why)
     else:
-        for verdict, reason, members in reason_groups(cuda):
-            table.add_row(Text(group_label(members)), Text(verdict, style=STYLE[verdict]), Text(reason))
+        groups = reason_groups(cuda)
+        said = {reason for _, reason, _ in groups}
+        for verdict, reason, members in groups:
+            table.add_row(Text(group_label(members)), Text(verdict, style=STYLE[verdict]),
+                          Text(without_repeats(reason, said)))
     console.print(table)
 
 
-def _print_packages(console: "Console", packages: list[dict], verbose: bool) -> None:
+def _print_packages(console: "Console", packages: list[dict], verbose: bool, by_path: dict[str, dict]) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -185,8 +164,10 @@ def _print_packages(console: "Console", packages: list[dict], verbose: bool) -> 
     table.add_column("why", overflow="fold")
     order = {"blocked": 0, "partial": 1, "ready": 2}
     for package in sorted(packages, key=lambda p: (order[p["verdict"]], p["name"].lower())):
-        reasons = package["reasons"] if verbose else package["reasons"][:1]
-        why = Text("\n").join([Text(r) for r in reasons] + [Text(f"→ {a}", style="cyan") for a in package["advice"]])
+        # the binaries' reasons follow in their own table; the package row counts them (-v: lists them)
+        reasons = [Text(r) for r in (package["reasons"] if verbose else
+                                     [binary_counts(package, by_path), *own_reasons(package)])]
+        why = Text("\n").join(reasons + [Text(f"→ {a}", style="cyan") for a in package["advice"]])
         table.add_row(
             Text(f"{package['name']} {package['version']}"),
             Text(package["verdict"], style=STYLE[package["verdict"]]),

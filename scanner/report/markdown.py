@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
+
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
@@ -41,6 +43,8 @@ HEADLINE = {
 ORDER = {"blocked": 0, "partial": 1, "degraded": 1, "ready": 2, "no-cuda": 3}
 ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked", "unknown": "unknown"}
 ZLUDA_REPOSITORY = "https://github.com/vosen/ZLUDA"
+#: above this many nodes the diagram keeps only the blocked and degraded binaries and what they load
+PROBLEM_PATHS_ABOVE = 20
 KERNEL_STATE = {
     "ptx-available": "carries PTX, which ZLUDA compiles for the AMD GPU",
     "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not known",
@@ -154,7 +158,8 @@ class _Report:
     # -- assembly -------------------------------------------------------------
 
     def assemble(self, level: Detail, budget: int | None = None) -> str:
-        head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level)]
+        head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level),
+                self.environment(full=budget is None)]
         graph = self.graph(level)
         sections = [self.section(b, level) for b in self.cuda if level.ready_sections or b["verdict"] != "ready"]
         skipped_ready = [b for b in self.cuda if not level.ready_sections and b["verdict"] == "ready"]
@@ -166,6 +171,7 @@ class _Report:
         fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
         if len(fixed) > budget:
             graph = "## Dependency graph\n\nLeft out to keep this report under GitHub's size limit."
+            head[-1] = self.environment(full=False)
             tail = [self.errors(Detail(0, 3, 5, 0, False, 80)), self.footer()]
             fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
         room = budget - len(fixed)
@@ -211,13 +217,17 @@ class _Report:
         parts = ["## Summary"]
         if self.packages:
             rows = [[text(f"{p['name']} {p.get('version', '')}".strip()), f"**{p['verdict']}**",
-                     text(_cut((p.get("reasons") or ["—"])[0], level.reason_chars))]
+                     text(_cut("; ".join([binary_counts(p, self.by_path), *own_reasons(p)]), level.reason_chars))]
                     for p in self.packages[: level.rows]]
-            parts.append(_table(["package", "verdict", "deciding reason"], rows) + self._more(self.packages, level.rows))
+            parts.append(_table(["package", "verdict", "CUDA binaries (their reasons below)"], rows)
+                         + self._more(self.packages, level.rows))
         if self.cuda:
-            rows = [[code(b["path"]), f"**{b['verdict']}**", text(_cut((b.get("reasons") or ["—"])[0], level.reason_chars))]
-                    for b in self.cuda[: level.rows]]
-            parts.append(_table(["binary", "verdict", "deciding reason"], rows) + self._more(self.cuda, level.rows))
+            groups = reason_groups(self.cuda)
+            said = {reason for _, reason, _ in groups}
+            rows = [[_group_cell(members), f"**{verdict}**", text(_cut(without_repeats(reason, said) or "—", level.reason_chars))]
+                    for verdict, reason, members in groups[: level.rows]]
+            rest = [b for _, _, members in groups[level.rows:] for b in members]
+            parts.append(_table(["binary", "verdict", "deciding reason"], rows) + self._more(rest, 0))
         else:
             parts.append("No binary here uses CUDA, so ZLUDA has nothing to do." if self.binaries
                          else "No binaries were found.")
@@ -238,10 +248,15 @@ class _Report:
         return f"\n\n… and {len(rest)} more ({detail})"
 
     def advice(self, level: Detail) -> str:
-        lines = []
-        for package in self.packages[: level.rows]:
+        # one line per piece of advice, naming every package it is for
+        by_advice: dict[str, list[str]] = {}
+        for package in self.packages:
             for advice in (package.get("advice") or [])[: level.items]:
-                lines.append(f"- **{text(package['name'])}**: {text(advice)}")
+                by_advice.setdefault(advice, []).append(package["name"])
+        lines = []
+        for advice, names in list(by_advice.items())[: level.rows]:
+            who = ", ".join(text(n) for n in names[:3]) + (f" and {len(names) - 3} more packages" if len(names) > 3 else "")
+            lines.append(f"- **{who}**: {text(advice)}")
         return "## What to try\n\n" + "\n".join(lines) if lines else ""
 
     def host(self) -> str:
@@ -258,6 +273,24 @@ class _Report:
             line += f" (commit {code(commit)})"
         line += ": its file table decides which NVIDIA libraries it replaces, its function tables which functions are implemented, stubs or missing."
         return "## ZLUDA\n\n" + line
+
+    def environment(self, *, full: bool = True) -> str:
+        """Collapsed: every installed distribution with its version, and the command line that made the report."""
+        distributions = self.doc.get("distributions") or []
+        command = self.doc.get("command")
+        parts = []
+        if distributions:
+            if full:
+                body = _table(["distribution", "version"], [[text(d.get("name", "")), text(d.get("version", ""))]
+                                                            for d in distributions])
+            else:
+                body = ", ".join(f"{text(d.get('name', ''))} {text(d.get('version', ''))}" for d in distributions)
+            parts.append(f"<details>\n<summary>Installed distributions ({len(distributions)})</summary>\n\n{body}\n\n</details>")
+        if command:
+            longest = max((len(run) for run in re.findall(r"`+", command)), default=0)
+            fence = "`" * max(3, longest + 1)
+            parts.append(f"<details>\n<summary>Command line</summary>\n\n{fence}\n{command}\n{fence}\n\n</details>")
+        return "## Environment\n\n" + "\n\n".join(parts) if parts else ""
 
     def graph(self, level: Detail) -> str:
         diagram = _Diagram(self).render(level.graph_nodes)
@@ -279,14 +312,12 @@ class _Report:
         return "\n\n".join(parts)
 
     def section(self, binary: dict, level: Detail) -> str:
-        reason = (binary.get("reasons") or [""])[0]
+        # the deciding reason is said in the summary table, the advice under "What to try": not again here
         title = f"<b>{_h(binary['verdict'])}</b> <code>{_h(binary['path'])}</code>"
-        if reason:
-            title += " — " + _h(_cut(reason, level.reason_chars))
         body: list[str] = []
-        reasons = binary.get("reasons") or []
+        reasons = (binary.get("reasons") or [])[1:]
         if reasons:
-            body.append("\n".join(f"- {text(r)}" for r in reasons[: level.items])
+            body.append("Also:\n" + "\n".join(f"- {text(r)}" for r in reasons[: level.items])
                         + (f"\n- … and {len(reasons) - level.items} more" if len(reasons) > level.items else ""))
         me = binary.get("nvidia_library")
         if me:
@@ -313,8 +344,6 @@ class _Report:
         if kernels.get("state") and kernels["state"] != "none":
             body.append(self._kernels(kernels, level))
         package = self.package_of.get(binary["path"])
-        if package and package.get("advice"):
-            body.append(f"Advice for {text(package['name'])}:\n" + "\n".join(f"- {text(a)}" for a in package["advice"][: level.items]))
         notes = binary.get("notes") or []
         if notes:
             body.append("\n".join(f"- note: {text(n)}" for n in notes[: level.items])
@@ -448,6 +477,12 @@ def host_section(host: dict | None) -> str:
     return "## Host\n\n" + _table(["component", "found"], rows)
 
 
+def _group_cell(members: list[dict]) -> str:
+    if len(members) == 1:
+        return code(members[0]["path"])
+    return text(group_label(members))
+
+
 def _gpu(gpu: dict, bold: bool = False) -> str:
     name = text(gpu.get("name", ""))
     out = f"**{name}**" if bold else name
@@ -557,7 +592,8 @@ class _Diagram:
         for path in sorted(cuda_paths):
             binary = report.by_path[path]
             me = binary.get("nvidia_library")
-            label = _short(path) + (f"<br/>NVIDIA {me['family']} · {me['route']}" if me else "")
+            # the label says what the colour says: the binary's verdict (its route is in its section)
+            label = _short(path) + (f"<br/>NVIDIA {me['family']} library · {binary['verdict']}" if me else "")
             nodes[f"bin:{path}"] = _Node(f"bin:{path}", label, binary["verdict"] if binary["verdict"] != "no-cuda" else "unknown",
                                          "box", (path,))
         for key, lib in sorted(libraries.items()):
@@ -567,6 +603,13 @@ class _Diagram:
         nodes, edges = self._group_binaries(nodes, edges)
         if any(len(n.members) > 1 and n.shape == "box" for n in nodes.values()):
             notes.append("binaries with the same verdict that load the same CUDA libraries are one node")
+        if len(nodes) > PROBLEM_PATHS_ABOVE:
+            kept_nodes, kept_edges = self._problem_paths(nodes, edges)
+            if kept_nodes and len(kept_nodes) < len(nodes):
+                left = sum(len(n.members) for k, n in nodes.items() if k not in kept_nodes and n.shape == "box")
+                nodes, edges = kept_nodes, kept_edges
+                notes.append("only the blocked and degraded binaries and what they load are drawn"
+                             + (f" ({_plural(left, 'ready binary', 'ready binaries')} left out)" if left else ""))
         if len(nodes) > max_nodes:
             nodes, edges = self._merge(nodes, edges, self._by_family)
             notes.append("libraries are drawn per family and route")
@@ -610,6 +653,19 @@ class _Diagram:
         return self._apply(nodes, edges, rename, merged)
 
     @staticmethod
+    def _problem_paths(nodes, edges):
+        """The blocked and degraded binaries, what they load (directly: the edge is where the problem shows),
+        and the blocked or degraded libraries; ready binaries that load nothing troubled are left out."""
+        troubled = {k for k, n in nodes.items() if n.state in ("blocked", "degraded")}
+        keep = set(troubled)
+        for (source, target) in edges:
+            if source in troubled:
+                keep.add(target)
+        kept_nodes = {k: n for k, n in nodes.items() if k in keep}
+        kept_edges = {(s, t): loads for (s, t), loads in edges.items() if s in keep and t in keep}
+        return kept_nodes, kept_edges
+
+    @staticmethod
     def _by_family(key: str, node: _Node) -> str:
         return f"family:{node.family}:{node.route}" if node.shape == "lib" else key
 
@@ -648,23 +704,40 @@ class _Diagram:
 
     # -- text ------------------------------------------------------------------------
 
-    @staticmethod
-    def _text(nodes: dict[str, _Node], edges: dict[tuple[str, str], set[str]]) -> str:
+    def _text(self, nodes: dict[str, _Node], edges: dict[tuple[str, str], set[str]]) -> str:
         order = sorted(nodes.values(), key=lambda n: (n.shape == "lib", ORDER.get(n.state, 9), n.key))
         ids: dict[str, str] = {}
         rank: dict[str, int] = {}
-        lines = ["flowchart LR"]
         for node in order:
             rank[node.key] = len(ids)
             ids[node.key] = f"{'l' if node.shape == 'lib' else 'b'}{len(ids)}"
+
+        def line(node: _Node, indent: str) -> str:
             label = "<br/>".join(_label(part) for part in node.label.split("<br/>"))
             shape = f'(["{label}"])' if node.shape == "lib" else f'["{label}"]'
-            lines.append(f"  {ids[node.key]}{shape}:::{node.state}")
+            return f"{indent}{ids[node.key]}{shape}:::{node.state}"
+
+        # binaries of one installed package are drawn in its box
+        packages: dict[str, list[_Node]] = {}
+        loose: list[_Node] = []
+        for node in order:
+            owners = {(self.report.package_of.get(m) or {}).get("name") for m in node.members} if node.shape == "box" else {None}
+            owner = owners.pop() if len(owners) == 1 else None
+            (packages.setdefault(owner, []) if owner else loose).append(node)
+        lines = ["flowchart LR"]
+        for number, (name, members) in enumerate(sorted(packages.items(), key=lambda kv: kv[0].casefold())):
+            version = next((p.get("version") for p in self.report.doc.get("packages") or [] if p.get("name") == name), "")
+            lines.append(f'  subgraph p{number}["{_label(f"{name} {version}".strip())}"]')
+            lines += [line(node, "    ") for node in members]
+            lines.append("  end")
+        lines += [line(node, "  ") for node in loose]
         for (source, target), loads in sorted(edges.items(), key=lambda e: (rank[e[0][0]], rank[e[0][1]])):
             if loads == {"static"}:
                 lines.append(f"  {ids[source]} --> {ids[target]}")
+            elif "delay" in loads:  # dashed says "not at start-up"; the label tells delay-loading from by-name
+                lines.append(f"  {ids[source]} -. delay .-> {ids[target]}")
             else:
-                lines.append(f"  {ids[source]} -.->|{'/'.join(sorted(loads))}| {ids[target]}")
+                lines.append(f"  {ids[source]} -.-> {ids[target]}")
         used = sorted({n.state for n in nodes.values()})
         for state in used:
             lines.append(f"  classDef {state} {_CLASSES.get(state, _CLASSES['unknown'])}")
@@ -672,8 +745,9 @@ class _Diagram:
 
     @staticmethod
     def _caption(no_cuda: int, skipped: int, notes: list[str]) -> str:
-        parts = ["Boxes are binaries (colour: verdict), rounded nodes the CUDA libraries they load (colour: route); "
-                 "dashed arrows are delay-loaded or loaded by name."]
+        parts = ["Boxes are binaries (colour and label: verdict), framed by the package that installed them; rounded "
+                 "nodes the CUDA libraries they load from outside the tree (colour and label: route); solid arrows "
+                 "are imports, dashed ones libraries loaded by name at run time (\"delay\": delay-loaded imports)."]
         left_out = []
         if no_cuda:
             left_out.append(_plural(no_cuda, "binary", "binaries") + " without CUDA")

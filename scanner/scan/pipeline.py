@@ -59,6 +59,7 @@ class ScanResult:
     edges: list[Edge]
     files_seen: int
     packages: list[PackageVerdict] = field(default_factory=list)
+    distributions: list[Distribution] = field(default_factory=list)  # every one installed in the target
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
@@ -138,6 +139,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         edges=edges,
         files_seen=found.files_seen,
         packages=packages,
+        distributions=distributions,
         host=host,
         basis=basis,
         timings=timings,
