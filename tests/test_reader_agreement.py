@@ -70,8 +70,13 @@ def pe_view(path: Path) -> dict:
     """What pefile reads in a PE file, in the terms of the model (BinaryInfo)."""
     import pefile
 
-    pe = pefile.PE(str(path), fast_load=True)
+    # pefile's guards against corrupt files cut real ones: C++ names over 512 bytes (MAX_IMPORT_NAME_LENGTH,
+    # MAX_SYMBOL_NAME_LENGTH) and DLLs with over 8192 exports (max_symbol_exports); lift them for these files
+    limits = {name: getattr(pefile, name) for name in ("MAX_IMPORT_NAME_LENGTH", "MAX_SYMBOL_NAME_LENGTH")}
+    pe = pefile.PE(str(path), fast_load=True, max_symbol_exports=1 << 20)
     try:
+        for name in limits:
+            setattr(pefile, name, pefile.MAX_STRING_LENGTH)
         pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY[name] for name in (
             "IMAGE_DIRECTORY_ENTRY_IMPORT", "IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT", "IMAGE_DIRECTORY_ENTRY_EXPORT")])
         machine = pe.FILE_HEADER.Machine
@@ -94,6 +99,8 @@ def pe_view(path: Path) -> dict:
             "exports": exports,
         }
     finally:
+        for name, value in limits.items():
+            setattr(pefile, name, value)
         pe.close()
 
 
