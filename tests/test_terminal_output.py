@@ -94,8 +94,9 @@ def test_colour_follows_rich_and_the_flag(tmp_path):
 def test_quiet_is_the_verdict_line_and_width_is_rich_s(tmp_path):
     quiet = cuda4amd("scan", DEMO, "-q", env={}).stdout.decode().splitlines()
     assert quiet[0].startswith("PARTIAL") and all(not line.startswith("│") for line in quiet)
-    narrow = cuda4amd("scan", DEMO, env={"COLUMNS": "60"}).stdout.decode()
-    assert max(len(line) for line in narrow.splitlines()) <= 60
+    assert len(quiet) == 1  # one line, however long the path (the terminal wraps it, not we)
+    narrow = cuda4amd("scan", DEMO, env={"COLUMNS": "60"}).stdout.decode().splitlines()
+    assert max(len(line) for line in narrow[1:]) <= 60  # the tables take the width rich gives them
 
 
 def test_ctrl_c_exits_130():

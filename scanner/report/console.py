@@ -102,7 +102,8 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
             (f"{verdict.upper()}", f"bold {STYLE[verdict]}"),
             f"  {HEADLINE[verdict]}  ",
             (f"({doc['target']['path']}, ZLUDA {doc['zluda']['release']})", "dim"),
-        )
+        ),
+        soft_wrap=True,  # one line, however long the path: the terminal wraps it, `grep` and -q scripts get it whole
     )
     if quiet:
         return
