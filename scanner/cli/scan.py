@@ -25,12 +25,15 @@ HOST_FILE_HINT = ("--host FILE takes a host report, the JSON of `cuda4amd doctor
 
 def shipped_release_tags() -> list[str]:
     """The ZLUDA release tags the shipped rules have: the names in rules/zluda/ (a folder listing, nothing parsed)."""
-    from importlib.resources import files
+    import os
 
-    from cuda4amd.rules.loader import RELEASES_FILE, ZLUDA_DIR
+    import cuda4amd.ruledata  # the rules folder as a package: an empty __init__
 
-    folder = files("cuda4amd.ruledata").joinpath(ZLUDA_DIR)
-    return sorted(e.name[: -len(".toml")] for e in folder.iterdir() if e.name.endswith(".toml") and e.name != RELEASES_FILE)
+    # rules.loader's ZLUDA_DIR and RELEASES_FILE, spelled out, and os.listdir rather than importlib.resources:
+    # the loader costs ~20 ms and importlib.resources ~10 ms of `scan --help`;
+    # tests/test_cli_output.py checks that these tags are the loader's
+    folder = os.path.join(next(iter(cuda4amd.ruledata.__path__)), "zluda")
+    return sorted(name[: -len(".toml")] for name in os.listdir(folder) if name.endswith(".toml") and name != "releases.toml")
 
 
 class ReleaseOption(click.Option):
