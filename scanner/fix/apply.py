@@ -164,10 +164,7 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
                        f"{(old.release_sha256 or '')[:12]}): run `cuda4amd undo {root}` first")
 
     echo(plan.render())
-    for warning in warnings or []:
-        echo(f"warning: {warning}\n")
-    if warnings:
-        echo("this plan cannot be applied for this host as it is; --dry-run: nothing was written\n")
+    _show_host_warnings(echo, warnings)
     if dry_run:
         return FixOutcome("dry-run", "the plan only (--dry-run): nothing was changed", plan)
     if not assume_yes and not confirm("Apply this plan?"):
@@ -206,6 +203,15 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
              f"`cuda4amd undo {root}` restores the tree, a re-run completes the fix\n")
         raise
     return _verify(journal, result, rules, rescan, echo, ops)
+
+
+def _show_host_warnings(echo, warnings: list[str] | None) -> None:
+    """What a dry run's plan could not have on this host (make_plan's host_warnings)."""
+    if not warnings:
+        return
+    for warning in warnings:
+        echo(f"warning: {warning}\n")
+    echo("this plan cannot be applied for this host as it is; --dry-run: nothing was written\n")
 
 
 def _platform_guess(result) -> str:

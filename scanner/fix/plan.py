@@ -180,6 +180,18 @@ class Plan:
 # helpers
 # ---------------------------------------------------------------------------
 
+def _host_problem(message: str, host_warnings: list[str] | None, excluded: dict[str, str] | None = None,
+                  family: str = "") -> None:
+    """Something the host lacks: a dry run (a `host_warnings` list) notes it and plans on; otherwise the
+    family is left out of the plan (`excluded`) or, without one, the plan is refused."""
+    if host_warnings is not None:
+        host_warnings.append(message)
+    elif excluded is not None:
+        excluded[family] = message
+    else:
+        raise PlanError(message)
+
+
 def target_root(target) -> Path:
     """The folder a fix works in: the target folder, or a single binary's folder."""
     if target.kind == "archive":
@@ -287,19 +299,15 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
         raise PlanError("the host lacks a host report: scan on the machine that runs the application "
                         "(--host auto), or pass --host FILE.json made by `cuda4amd doctor --format json` there")
 
-    def host_problem(message: str) -> None:
-        if host_warnings is None:
-            raise PlanError(message)
-        host_warnings.append(message)
-
     if host.platform != platform:
-        host_problem(f"the host is {host.platform.capitalize()} but the application is "
-                     f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine")
+        _host_problem(f"the host is {host.platform.capitalize()} but the application is "
+                      f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine",
+                      host_warnings)
     profiles = load_profiles()
     driver_gaps = host_gaps(host, ["driver_api"], profiles).get("driver_api", [])
     if driver_gaps:
-        host_problem("the host lacks what ZLUDA needs: " + "; ".join(driver_gaps)
-                     + " (judge another machine with --host FILE.json)")
+        _host_problem("the host lacks what ZLUDA needs: " + "; ".join(driver_gaps)
+                      + " (judge another machine with --host FILE.json)", host_warnings)
 
     if platform == "windows" and mode == "place" and (host.sdk is None or "HIP_PATH" not in host.sdk.found_by):
         raise PlanError("placement mode needs HIP_PATH set on the host (ZLUDA finds rocBLAS, hipBLASLt and "
@@ -326,10 +334,8 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
             continue
         reasons = [r for r in host_gaps(host, [fam], profiles).get(fam, [])
                    if "through HIP_PATH, which is not set" not in r]  # the launcher sets it; place mode checked it
-        if reasons and host_warnings is not None:  # a dry run plans the family and says what the host lacks
-            host_warnings.append("; ".join(reasons))
-        elif reasons:
-            excluded[fam] = "; ".join(reasons)
+        if reasons:
+            _host_problem("; ".join(reasons), host_warnings, excluded, fam)
     # binaries that need an excluded family statically are left alone, and so
     # is whatever needs them statically (fixed point over in-tree static edges)
     changed = True
