@@ -130,3 +130,19 @@ def test_dry_run_on_another_platform_shows_the_plan(tmp_path):
     assert "warning: the host is Linux but the application is Windows" in result.output
     assert "nothing was written" in result.output
     assert not (DEMO / ".cuda4amd").exists()
+
+
+def test_verbose_diff_lists_every_name_and_verbose_doctor_every_probe(tmp_path):
+    before = json.loads(SAVED.read_text())
+    after = copy.deepcopy(before)
+    render = next(b for b in after["binaries"] if b["path"] == "render.dll")
+    dep = next(d for d in render["dependencies"] if d["name"] == "cublas64_12.dll")
+    dep["symbols"]["missing"] = [f"cublasFunction{i:02}" for i in range(15)]
+    (tmp_path / "a.json").write_text(json.dumps(before))
+    (tmp_path / "b.json").write_text(json.dumps(after))
+    short = run("diff", tmp_path / "a.json", tmp_path / "b.json").output
+    full = run("diff", tmp_path / "a.json", tmp_path / "b.json", "-v").output
+    assert "… and 5 more" in short and "cublasFunction14" not in short
+    assert "cublasFunction14" in full and "… and" not in full
+    probes = run("doctor", "-v").output
+    assert "probes: " in probes and len(probes.splitlines()) > len(run("doctor").output.splitlines())

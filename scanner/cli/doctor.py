@@ -21,9 +21,10 @@ DOCTOR_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown"
               help="Write the report to FILE (.json, .md or .txt; - for stdout).")
 @click.option("--target", type=click.Path(exists=True), metavar="PATH",
               help="Also look for ZLUDA in this app folder (or next to this file).")
+@click.option("-v", "--verbose", is_flag=True, help="Console: also what each probe found or why it failed.")
 @quiet_option
 @color_option
-def doctor(fmt, output, target, quiet, color) -> None:
+def doctor(fmt, output, target, verbose, quiet, color) -> None:
     """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
     HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
 
@@ -51,13 +52,13 @@ def doctor(fmt, output, target, quiet, color) -> None:
     elif fmt == "markdown":
         text = render_markdown(report, ready)
     else:
-        text = render_console(report, ready, width=100)
+        text = render_console(report, ready, width=100, verbose=verbose)
     if output and output != STDOUT:
         write(output, text)
         click.echo(ready.headline)
         if not quiet:
             click.echo(f"report written to {output}")
     elif fmt == "console":
-        show(terminal(color=color), report, ready, quiet=quiet)
+        show(terminal(color=color), report, ready, quiet=quiet, verbose=verbose)
     else:
         click.echo(text, nl=False)

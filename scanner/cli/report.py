@@ -80,9 +80,10 @@ def report(saved, fmt, output, graph_file, no_redact, verbose, quiet, color) -> 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the differences to FILE (.txt, .md or .json; - for stdout).")
 @click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names.")
+@click.option("-v", "--verbose", is_flag=True, help="List every function name that changed state (default: the first 10 of each list).")
 @click.option("--exit-code", is_flag=True, help="Exit with 1 when a verdict changed (the overall one, a package's or a binary's), else 0.")
 @quiet_option
-def diff(before, after, fmt, output, no_redact, exit_code, quiet) -> None:
+def diff(before, after, fmt, output, no_redact, verbose, exit_code, quiet) -> None:
     """What changed between two saved reports (JSON or TOML; one may be `-`, stdin): verdicts, routes, dependencies.
 
     For example before and after installing ZLUDA, or between two versions of
@@ -101,15 +102,19 @@ def diff(before, after, fmt, output, no_redact, exit_code, quiet) -> None:
         redactor = Redactor()
         first, second = redactor.document(first), redactor.document(second)
     differences = compare(first, second)
+    names = {"names": 1_000_000} if verbose else {}
+
+    def shown(name: str) -> str:
+        return RENDERERS[name](differences, **names) if name != "json" else RENDERERS[name](differences)
     if quiet and fmt == "text" and (not output or output == STDOUT):
         text = RENDERERS["text"](differences).splitlines()
         click.echo(text[-1] if not differences["changed"] else differences_line(differences))
     elif output and output != STDOUT:
-        write(output, RENDERERS[fmt](differences))
+        write(output, shown(fmt))
         if not quiet:
             click.echo(f"written to {output}")
     else:
-        click.echo(RENDERERS[fmt](differences), nl=False)
+        click.echo(shown(fmt), nl=False)
     if exit_code and verdicts_changed(differences):
         sys.exit(EXIT_DIFFERENT)
 

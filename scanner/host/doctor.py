@@ -26,7 +26,8 @@ def doctor_document(report, ready) -> dict:
     return doc
 
 
-def render_console(report, ready, *, color: bool = False, width: int = 100, quiet: bool = False) -> str:
+def render_console(report, ready, *, color: bool = False, width: int = 100, quiet: bool = False,
+                   verbose: bool = False) -> str:
     """The console text as a string (a .txt file, tests)."""
     import io
 
@@ -34,12 +35,12 @@ def render_console(report, ready, *, color: bool = False, width: int = 100, quie
 
     out = io.StringIO()
     show(Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False,
-                 color_system="standard" if color else None), report, ready, quiet=quiet)
+                 color_system="standard" if color else None), report, ready, quiet=quiet, verbose=verbose)
     return out.getvalue()
 
 
-def show(con, report, ready, *, quiet: bool = False) -> None:
-    """Print the doctor's report on the rich Console `con` (-q: the readiness line only)."""
+def show(con, report, ready, *, quiet: bool = False, verbose: bool = False) -> None:
+    """Print the doctor's report on the rich Console `con` (-q: the readiness line only; -v: each probe's detail)."""
     import textwrap
 
     from rich.text import Text
@@ -70,6 +71,11 @@ def show(con, report, ready, *, quiet: bool = False) -> None:
     con.print()
     for line in textwrap.wrap(f"probes: {tried}", width, subsequent_indent="  "):
         con.print(Text(line, style="dim"))
+    if verbose:
+        for probe in report.probes:
+            for line in textwrap.wrap(f"{probe.name} ({probe.status}): {probe.detail or 'no detail'}", width,
+                                      initial_indent="  ", subsequent_indent="    "):
+                con.print(Text(line, style="dim"))
 
 
 MARKDOWN_MARK = {"ok": "yes", "missing": "**missing**", "warning": "**warning**", "info": "info"}
