@@ -146,3 +146,10 @@ def test_verbose_diff_lists_every_name_and_verbose_doctor_every_probe(tmp_path):
     assert "cublasFunction14" in full and "… and" not in full
     probes = run("doctor", "-v").output
     assert "probes: " in probes and len(probes.splitlines()) > len(run("doctor").output.splitlines())
+
+
+def test_toml_reads_back_as_the_json_report_for_every_golden():
+    from cuda4amd.report.diff import load_report
+
+    for case in sorted(p.name for p in GOLDENS.iterdir() if (p / "scan.toml").is_file()):
+        assert load_report(GOLDENS / case / "scan.toml") == load_report(GOLDENS / case / "scan.json"), case

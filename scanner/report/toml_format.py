@@ -52,12 +52,17 @@ def _restore_nulls(value, node: dict, root: dict) -> None:
     for option in node.get("oneOf", []) + node.get("anyOf", []):
         _restore_nulls(value, option, root)
     if isinstance(value, dict):
-        for key, sub in (node.get("properties") or {}).items():
+        properties = node.get("properties") or {}
+        for key, sub in properties.items():
             if key not in value:
                 if _nullable(sub, root):
                     value[key] = None
             else:
                 _restore_nulls(value[key], sub, root)
+        if isinstance(node.get("additionalProperties"), dict):  # a map: every value has that schema
+            for key, item in value.items():
+                if key not in properties:
+                    _restore_nulls(item, node["additionalProperties"], root)
     elif isinstance(value, list) and isinstance(node.get("items"), dict):
         for item in value:
             _restore_nulls(item, node["items"], root)
