@@ -90,7 +90,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         host=None,
         echo=click.echo,
         confirm=None,
-        rules=None,
+        rules=result.rules,
         launcher_dir=launcher_dir,
         rescan=None,
         progress=download_progress(),

@@ -97,7 +97,7 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
         return FixOutcome("refused", message)
 
     try:
-        rules = rules or load_rules()
+        rules = rules or result.rules or load_rules()
         tag = result.release.tag
         if zluda_release is not None and zluda_release != tag:
             return refused(f"the scan judged against ZLUDA {tag}; scan again with --zluda-release {zluda_release}")
@@ -225,11 +225,7 @@ def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True
     from cuda4amd.fix.verify import REPORT_NAME, after_report, verify
 
     if rescan is None:
-        from cuda4amd.scan.pipeline import ScanOptions, run_scan
-
-        def rescan():
-            return run_scan(ScanOptions(target=str(result.target.path), zluda_release=result.release.tag,
-                                        engine=result.engine, host="none"), rules=rules)
+        rescan = _same_scan_again(result, rules)
     try:
         after = rescan()
     except Exception as exc:  # noqa: BLE001 - the fix is applied; say that verification could not run
@@ -262,6 +258,19 @@ def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True
     echo(f"undo with `cuda4amd undo {journal.root}`\n")
     status = "applied" if verification.ok else "verify-failed"
     return FixOutcome(status, verification.summary(), plan, journal.path, verification)
+
+
+def _same_scan_again(result, rules) -> Callable[[], Any]:
+    """A re-scan of the target with the scan's own options (release, engine,
+    search paths, rules folders) and rule set; the host is not probed again:
+    the verification is about the files."""
+    from dataclasses import replace
+
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    options = result.options or ScanOptions(target=str(result.target.path), engine=result.engine)
+    options = replace(options, target=str(result.target.path), zluda_release=result.release.tag, host="none")
+    return lambda: run_scan(options, rules=rules)
 
 
 def _ops():

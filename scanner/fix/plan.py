@@ -266,7 +266,6 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
     Raises PlanError when nothing can be linked or the host lacks what the
     plan needs."""
     from cuda4amd.host.gaps import FAMILY_LIBRARIES, host_gaps
-    from cuda4amd.rules.gpus import load_profiles
 
     if mode not in MODES:
         raise PlanError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
@@ -287,7 +286,7 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
     if host.platform != platform:
         raise PlanError(f"the host is {host.platform.capitalize()} but the application is "
                         f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine")
-    profiles = load_profiles()
+    profiles = rules.gpus
     driver_gaps = host_gaps(host, ["driver_api"], profiles).get("driver_api", [])
     if driver_gaps:
         raise PlanError("the host lacks what ZLUDA needs: " + "; ".join(driver_gaps)
@@ -627,10 +626,10 @@ def _framework_switches(result, rules, platform: str, frameworks, warnings: list
     packages = [p for p in getattr(result, "packages", []) if p.framework]
     if not packages:
         return []
-    from cuda4amd.rules.frameworks import SASS_ONLY, load_frameworks
+    from cuda4amd.rules.frameworks import SASS_ONLY
 
     if frameworks is None:
-        frameworks = load_frameworks(rules=rules)
+        frameworks = rules.frameworks
     by_id = {fw.id: fw for fw in frameworks}
     by_dist: dict[str, list] = {}
     for v in result.verdicts:

@@ -34,13 +34,15 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
     """Probe the machine (real probes by default) and return its host report.
 
     `target` (a scanned folder or file) is also searched for ZLUDA. `rules`
-    (a cuda4amd RuleSet) is only needed when a ZLUDA folder is found, to name
-    its release; it is loaded then if not given. Never raises for a missing
+    (a cuda4amd RuleSet) gives the GPU profiles (unless `profiles` does) and
+    names the release of a ZLUDA folder that is found; without it the
+    shipped profiles are used and the rules are loaded only if ZLUDA is found. Never raises for a missing
     GPU, SDK or tool: those are findings, recorded in `HostReport.probes`."""
     from cuda4amd import __version__
 
     probes = probes or Probes.real()
-    profiles = profiles or load_profiles()
+    if profiles is None:
+        profiles = rules.gpus if rules is not None else load_profiles()
     platform = probes.platform
     pm = pathmod(platform)
     red = Redactor(platform, probes.env.private_strings())
