@@ -220,7 +220,7 @@ def _same_but_hashes(old, new) -> bool:
 
 
 def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True) -> FixOutcome:
-    from cuda4amd.fix.journal import ApplyError, _save
+    from cuda4amd.fix.journal import ApplyError, save_journal
     from cuda4amd.fix.plan import PlanError
     from cuda4amd.fix.verify import REPORT_NAME, after_report, verify
 
@@ -237,16 +237,16 @@ def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True
     try:
         if write_report and not has_report:
             from cuda4amd.fix.journal import apply_extra
-            from cuda4amd.fix.plan import _sha_text
+            from cuda4amd.fix.plan import sha256_text
 
             text = after_report(journal, verification, after)
-            apply_extra(journal, {"kind": "write", "path": REPORT_NAME, "source": None, "sha256": _sha_text(text),
+            apply_extra(journal, {"kind": "write", "path": REPORT_NAME, "source": None, "sha256": sha256_text(text),
                                   "link": None, "executable": False, "why": "after-report", "replaces": False},
                         text.encode("utf-8"), ops=ops)
             echo(f"after-report: {journal.root / REPORT_NAME}\n")
         journal.data["verification"] = verification.to_dict()
         journal.state = "verified" if verification.ok else "verify-failed"
-        _save(journal, ops or _ops())
+        save_journal(journal, ops or _ops())
     except (ApplyError, PlanError) as exc:
         echo(f"cuda4amd: could not write the after-report: {exc}\n")
     plan = journal.plan

@@ -629,3 +629,10 @@ def _drop_backup(journal: Journal, a: dict, ops: FileOps) -> None:
         tmp = backup.with_name(backup.name + TMP_SUFFIX)
         if os.path.lexists(tmp):
             ops.remove(tmp)
+
+
+# The journal's checks, under public names for fix.apply (saving after the
+# verification) and fix.verify (comparing the tree with the journal).
+same_state = _same
+state_after = _after
+save_journal = _save

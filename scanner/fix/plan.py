@@ -426,7 +426,7 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
         for rel, text, executable in launcher_files(
                 platform=platform, programs=programs, environment=environment, launcher_exe=launcher_exe,
                 root=root, launch_dir=launch_dir, tag=release.tag):
-            actions.append(Action("write", rel, content=text, sha256=_sha_text(text), executable=executable,
+            actions.append(Action("write", rel, content=text, sha256=sha256_text(text), executable=executable,
                                   why="launcher"))
     else:
         actions += _placements(linked, importers, by_path, release, platform, root, warnings)
@@ -525,7 +525,7 @@ def _is_executable(path: str, platform: str) -> bool:
     return platform == "linux" and ".so" not in name
 
 
-def _sha_text(text: str) -> str:
+def sha256_text(text: str) -> str:
     import hashlib
 
     return hashlib.sha256(text.encode("utf-8")).hexdigest()

@@ -93,10 +93,9 @@ import itertools
 import re
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import Iterator
 
-from cuda4amd.model import BinaryInfo
+from cuda4amd.model import BinaryInfo, NameReference, platform_of
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
 from cuda4amd.scan.read.fatbin import MAGIC_BYTES
 
@@ -140,23 +139,9 @@ BZ2_BLOCK = b"1AY&SY"
 CYTHON_BOILERPLATE = (b"cline_in_traceback", b"__main__", b"__name__")
 
 
-@dataclass(frozen=True, order=True)
-class NameReference:
-    """A CUDA library name found in a binary's data.
-
-    ``name`` is the name as found (a template keeps its placeholders),
-    ``encoding`` one of :data:`ENCODINGS`, ``template`` whether ``name``
-    contains format placeholders.
-    """
-
-    name: str
-    encoding: str
-    template: bool = False
-
-
 def platform_of_info(info: BinaryInfo) -> str:
     """The rules platform of a binary: "windows" for PE, "linux" for ELF."""
-    return "windows" if info.format == "PE" else "linux"
+    return platform_of(info.format)
 
 
 # ---------------------------------------------------------------------------
@@ -363,11 +348,11 @@ def _pe_directory_names(buf) -> set[int]:
     """File offsets of the DLL-name strings of the import, delay-import and
     export directories (they are not by-name loads). Best effort: a broken
     directory just gives fewer offsets (the readers report such damage)."""
-    from cuda4amd.scan.read.pe import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, _Image
+    from cuda4amd.scan.read.pe import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, PEImage
 
     out: set[int] = set()
     try:
-        img = _Image(BinView(buf))
+        img = PEImage(BinView(buf))
         v = img.v
         rva, _ = img.dir(DIR_IMPORT)
         if rva:

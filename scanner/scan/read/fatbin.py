@@ -104,9 +104,8 @@ from __future__ import annotations
 import mmap
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import MalformedBinary
 
 __all__ = [
@@ -162,59 +161,6 @@ _CONTAINER = struct.Struct("<IHHQ")
 # Entry header 0x00..0x40: kind, version, header size, padded size, compressed
 # size, options offset, minor, major, SM, (0x20), flags @0x28, (0x30), uncompressed @0x38
 _ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
-
-
-@dataclass(frozen=True, slots=True)
-class FatbinEntry:
-    """One entry of a fat binary container, from its header."""
-
-    kind: str  # "ptx" | "sass" | "lto-ir" | "unknown(N)"
-    arch: str  # "sm_86", "sm_90a", "sm_100f" (PTX entries too: compute_86 -> "sm_86")
-    ptx_isa: str | None  # "9.0" for PTX entries, else None
-    compression: str  # "none" | "lz4" | "zstd"
-    section: str  # section holding the container
-    relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
-    size: int  # padded payload size
-    uncompressed_size: int  # header field 0x38 when compressed, else == size
-
-
-@dataclass(frozen=True, slots=True)
-class KernelReport:
-    """What the fat binaries of one file carry.
-
-    ``ptx_archs`` are the (arch, PTX ISA) pairs ZLUDA can use: PTX outside
-    relocatable sections. ``relocatable_ptx_archs`` are pairs found *only* in
-    relocatable device code. ``sass_archs``/``lto_ir_archs`` cover all
-    sections. All sorted by SM number, unique.
-
-    ``state``: "ptx-available" (some PTX outside relocatable sections),
-    "relocatable-ptx-only" (PTX only in __nv_rel/__nv_relfatbin), "sass-only"
-    (entries but no PTX at all: SASS, LTO-IR or unknown kinds), "none" (no
-    entries: no container, or only empty ones).
-    """
-
-    entries: tuple[FatbinEntry, ...] = ()
-    containers: int = 0
-    sections: tuple[str, ...] = ()  # where containers were found, first-seen order
-    sass_archs: tuple[str, ...] = ()
-    ptx_archs: tuple[tuple[str, str], ...] = ()
-    relocatable_ptx_archs: tuple[tuple[str, str], ...] = ()
-    lto_ir_archs: tuple[str, ...] = ()
-    state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
-    compressed: bool = False  # any entry compressed
-
-    def to_dict(self) -> dict:
-        """JSON-friendly summary (entries themselves are left out)."""
-        return {
-            "state": self.state,
-            "sass": list(self.sass_archs),
-            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
-            "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
-            "lto_ir": list(self.lto_ir_archs),
-            "containers": self.containers,
-            "sections": list(self.sections),
-            "compressed": self.compressed,
-        }
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:

@@ -28,6 +28,7 @@ from cuda4amd.scan.read.elf import (
 from cuda4amd.scan.read.elf import machine_name as elf_machine_name
 from cuda4amd.scan.read.pe import IMAGE_FILE_DLL
 from cuda4amd.scan.read.pe import machine_name as pe_machine_name
+from cuda4amd.scan.read.sniff import sniff_file
 
 try:  # keep lief quiet: its warnings go to stderr otherwise
     lief.logging.disable()
@@ -81,8 +82,6 @@ def read_lief(source: str | bytes) -> BinaryInfo:
 
 
 def _is_pe(source, data) -> bool:
-    from cuda4amd.scan.read.engine import sniff_file
-
     if data is None:
         with open(source, "rb") as f:
             return sniff_file(f) == "PE"

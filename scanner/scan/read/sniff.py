@@ -1,0 +1,58 @@
+"""Which reader a file needs, from its first bytes: "PE", "ELF" or None.
+
+Its own module so that both readers (and discovery) can ask without importing
+the engine that dispatches to them.
+"""
+from __future__ import annotations
+
+import struct
+from typing import BinaryIO
+
+__all__ = ["SNIFF_BYTES", "sniff", "sniff_file"]
+
+#: Enough leading bytes for :func:`sniff` to see the PE signature of any
+#: ordinary image (e_lfanew is almost always < 0x400); :func:`sniff_file`
+#: follows e_lfanew wherever it points.
+SNIFF_BYTES = 4096
+
+
+def sniff(first_bytes: bytes) -> str | None:
+    """"PE", "ELF" or None from the leading bytes of a file.
+
+    "PE" needs the "MZ" header *and* "PE\\0\\0" at e_lfanew, so plain DOS
+    programs are not PE; if e_lfanew lies beyond ``first_bytes`` the answer
+    is None — use :func:`sniff_file` for an exact answer.
+    """
+    if first_bytes[:4] == b"\x7fELF":
+        return "ELF"
+    if first_bytes[:2] == b"MZ" and len(first_bytes) >= 0x40:
+        (e_lfanew,) = struct.unpack_from("<I", first_bytes, 0x3C)
+        if first_bytes[e_lfanew : e_lfanew + 4] == b"PE\0\0":
+            return "PE"
+    return None
+
+
+def sniff_file(f: BinaryIO) -> str | None:
+    """Like :func:`sniff` for a seekable binary file object (its position is restored).
+
+    An MZ file whose header or e_lfanew runs past the end of the file counts
+    as PE: it is far more likely a truncated DLL than a DOS program, and the
+    reader then reports it as one per-file error instead of skipping it.
+    A DOS program (PE signature absent where e_lfanew points) is not PE.
+    """
+    pos = f.tell()
+    try:
+        f.seek(0)
+        head = f.read(0x40)
+        if head[:4] == b"\x7fELF":
+            return "ELF"
+        if head[:2] != b"MZ":
+            return None
+        if len(head) < 0x40:
+            return "PE"
+        (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
+        f.seek(e_lfanew)
+        signature = f.read(4)
+        return "PE" if signature == b"PE\0\0" or len(signature) < 4 else None
+    finally:
+        f.seek(pos)
