@@ -491,3 +491,33 @@ def test_gfx_outside_the_profiles(win):
     assert host.gpu.gfx == "gfx1299"  # an unknown RDNA-numbered GPU is preferred over a GCN one
     assert host_gaps(host, {"driver_api"})["driver_api"] == []
     assert any("not in cuda4amd's GPU profiles" in c.text for c in readiness(host).checks)
+
+
+def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_path):
+    from cuda4amd.host.gaps import GAP_CODES, Gap, family_libraries, find_gaps
+    from cuda4amd.rules.loader import load_rules
+
+    host = detect_host(win(sdk_root=False))
+    gaps = find_gaps(host, ["driver_api", "blas", "dnn", "fft", "solver"])
+    assert gaps == [Gap("blas", "no-hip-sdk", "cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found"),
+                    Gap("dnn", "no-hip-sdk", "cuDNN calls go to MIOpen, which needs the HIP SDK: none was found")]
+    assert all(g.code in GAP_CODES for g in gaps)
+    unset = detect_host(win(env={}))  # the SDK is there, HIP_PATH is not
+    assert {g.code for g in find_gaps(unset, ["blas"])} == {"hip-path-unset"}
+    # which AMD library a family's calls go to is families.toml's host_library
+    shipped = load_rules()
+    from cuda4amd.host.sdk import LIBRARIES
+    assert all(f.host_library in LIBRARIES for f in shipped.families if f.host_library is not None)
+    assert family_libraries(shipped) == {"blas": ("cuBLAS", "rocblas"), "blaslt": ("cuBLASLt", "hipblaslt"),
+                                         "dnn": ("cuDNN", "miopen"), "sparse": ("cuSPARSE", "rocsparse")}
+    extra = tmp_path / "rules"
+    extra.mkdir()
+    (extra / "families.toml").write_text(
+        '[provenance]\ngenerated_by = "test"\nsources = ["test"]\n\n[[family]]\nid = "acme_blas"\n'
+        'name = "ACME BLAS"\nwindows = [\'^acmeblas64\\.dll$\']\nlinux = []\nzluda_libraries = []\n'
+        'default_route = "blocked"\namd_equivalent = "rocBLAS"\nzluda_status = "test"\nadvice = "test"\n'
+        'evidence = "test"\nhost_library = "rocblas"\n', encoding="utf-8")
+    custom = load_rules([extra])
+    assert family_libraries(custom)["acme_blas"] == ("ACME BLAS", "rocblas")
+    assert find_gaps(host, ["acme_blas"], rules=custom) == [
+        Gap("acme_blas", "no-hip-sdk", "ACME BLAS calls go to rocBLAS, which needs the HIP SDK: none was found")]

@@ -15,7 +15,10 @@ from dataclasses import dataclass
 
 from cuda4amd.host.probes import PrivateStrings
 
-__all__ = ["Redactor"]
+__all__ = ["Redactor", "USER", "HOST", "is_redacted"]
+
+#: what a redacted user or host name becomes
+USER, HOST = "<user>", "<host>"
 
 _WIN_USERS = re.compile(r"(?i)^([a-z]:\\users\\)([^\\]+)")
 _POSIX_HOME = re.compile(r"^(/home/|/Users/)([^/]+)")
@@ -44,13 +47,20 @@ class Redactor:
             else:
                 out = re.sub(re.escape(home) + r"(?=/|$|:)", "~", out)
         if self.platform == "windows":
-            out = _WIN_USERS.sub(lambda m: m.group(1) + "<user>", out)
+            out = _WIN_USERS.sub(lambda m: m.group(1) + USER, out)
         else:
-            out = _POSIX_HOME.sub(lambda m: m.group(1) + "<user>", out)
+            out = _POSIX_HOME.sub(lambda m: m.group(1) + USER, out)
             out = _ROOT_HOME.sub("~", out)
-        for secret, placeholder in ((self.private.user, "<user>"), (self.private.host, "<host>")):
+        for secret, placeholder in ((self.private.user, USER), (self.private.host, HOST)):
             if secret and len(secret) >= 2:
                 flags = re.IGNORECASE if self.platform == "windows" else 0
                 out = re.sub(r"(?<![A-Za-z0-9_])" + re.escape(secret) + r"(?![A-Za-z0-9_])",
                              placeholder, out, flags=flags)
         return out
+
+
+def is_redacted(path: str) -> bool:
+    """Whether a path of a host report lost a part to redaction (a user or host
+    name), so that it cannot be used as it stands. The home folder's ``~`` /
+    ``%USERPROFILE%`` can: `cuda4amd run` and the launchers expand it."""
+    return USER in path or HOST in path

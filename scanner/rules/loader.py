@@ -97,6 +97,9 @@ class Family:
     notes: tuple[str, ...] = ()
     #: regex of the C symbols the family's libraries export (None: not known)
     symbol_pattern_source: str | None = None
+    #: the AMD library ZLUDA's replacement calls, which the host must have
+    #: (a key of cuda4amd.host.sdk.LIBRARIES: "rocblas", "miopen", ...); None: none
+    host_library: str | None = None
     source: Path | None = field(default=None, compare=False)
 
     @cached_property
@@ -526,7 +529,8 @@ _FAMILY_REQUIRED: Schema = {
     "zluda_libraries": is_str_list, "default_route": is_str, "amd_equivalent": is_str,
     "zluda_status": is_str, "advice": is_nonempty_str, "evidence": is_str,
 }
-_FAMILY_OPTIONAL: Schema = {"cuda_versions": is_str, "notes": is_str_list, "symbol_pattern": is_str}
+_FAMILY_OPTIONAL: Schema = {"cuda_versions": is_str, "notes": is_str_list, "symbol_pattern": is_str,
+                            "host_library": is_nonempty_str}
 _UNKNOWN_REQUIRED: Schema = {"platform": is_str, "pattern": is_str}
 _UNKNOWN_OPTIONAL: Schema = {"note": is_str}
 
@@ -575,6 +579,7 @@ def _load_families(path: Path) -> tuple[Provenance, list[Family], list[UnknownPa
             cuda_versions=row.get("cuda_versions", ""),
             notes=tuple(row.get("notes", ())),
             symbol_pattern_source=row.get("symbol_pattern"),
+            host_library=row.get("host_library"),
             source=path,
         ))
     unknown: list[UnknownPattern] = []

@@ -126,7 +126,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
-    gaps = host_gaps(host, redirected, rules.gpus) if judge_host and host is not None else {}
+    gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
     verdicts = decide(binaries, dependencies, identities, gaps)
     packages = package_verdicts(verdicts, distributions, rules.frameworks, rules, release) if distributions else []
     timings["analyse"] = time.perf_counter() - clock
