@@ -71,136 +71,193 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
                ops=None, cache: Path | None = None) -> FixOutcome:
     """Link ZLUDA for the green-lit set of a scan (`result`, a ScanResult).
 
-    host: a HostReport, a path to a recorded one, "auto" (probe this
-    machine) or None (the scan's host, else "auto"). rescan: returns a fresh
-    ScanResult of the target for verification (default: run_scan with the
-    scan's release and engine). echo(text): shows one message of whole
-    lines, without the final newline (e.g. click.echo; default print).
-    confirm(question) -> bool (default click.confirm on stderr; no answer
-    means no). progress(done, total): download progress (e.g.
-    cuda4amd.fix.commands.download_progress()). launcher_dir: write the
-    launchers there instead of <target>/.cuda4amd (an existing folder)."""
-    from cuda4amd.fix.archive import prepare_store
-    from cuda4amd.fix.journal import ApplyError, FixDirError, apply_plan, load_journal, undo_target
-    from cuda4amd.fix.launchers import LauncherError
-    from cuda4amd.fix.plan import PlanError, make_plan, target_root
-    from cuda4amd.fix.release import ReleaseError, ReleaseSource, choose_source, fetch_archive
-    from cuda4amd.host import HostReportError
+    rules: the RuleSet to plan with (default: the scan's own, so that its
+    --rules folders count). host: a HostReport, a path to a recorded one,
+    "auto" (probe this machine) or None (the scan's host, else "auto").
+    rescan: returns a fresh ScanResult of the target for verification
+    (default: run_scan with the scan's own options and rules, the host not
+    probed). echo(text): shows one message of whole lines, without the final
+    newline (e.g. click.echo; default print). confirm(question) -> bool
+    (default click.confirm on stderr; no answer means no). progress(done,
+    total): download progress (e.g. cuda4amd.fix.commands.download_progress()).
+    launcher_dir: write the launchers there instead of <target>/.cuda4amd (an
+    existing folder)."""
+    from cuda4amd.fix.journal import FixDirError, load_journal
+    from cuda4amd.fix.plan import PlanError, target_root
     from cuda4amd.rules.loader import RulesError, load_rules
 
     say = echo or print
-    echo = lambda text: say(text.rstrip("\n"))  # noqa: E731 - every message is one or more whole lines
-    confirm = confirm or _default_confirm
-
-    def refused(message: str) -> FixOutcome:
-        echo(f"cuda4amd: fix refused: {message}\n")
-        return FixOutcome("refused", message)
-
+    fix = _Fix(result, rules, say, confirm or _default_confirm, dry_run, assume_yes, rescan, progress, ops, cache)
     try:
-        rules = rules or result.rules or load_rules()
+        fix.rules = rules or result.rules or load_rules()
         tag = result.release.tag
         if zluda_release is not None and zluda_release != tag:
-            return refused(f"the scan judged against ZLUDA {tag}; scan again with --zluda-release {zluda_release}")
-        root = target_root(result.target)
-        journal = load_journal(root)
+            return fix.refused(f"the scan judged against ZLUDA {tag}; scan again with --zluda-release {zluda_release}")
+        fix.root = target_root(result.target)
+        journal = load_journal(fix.root)
     except (PlanError, FixDirError, RulesError) as exc:
-        return refused(str(exc))
+        return fix.refused(str(exc))
+    if journal is not None and not journal.complete:
+        return fix.complete_interrupted(journal)
+    planned = fix.new_plan(host, zluda_path, sha256, mode, launcher_dir)
+    if isinstance(planned, FixOutcome):
+        return planned
+    plan, source, store = planned
+    if journal is not None:
+        return fix.again(journal, plan)
+    return fix.apply_new(plan, source, store)
 
-    def get_store(source, plan_required, *, allow_download: bool, unpack: bool):
+
+@dataclass
+class _Fix:
+    """One fix_target call: the scan, how to talk to the user, where files go."""
+
+    result: Any
+    rules: Any
+    say: Callable[[str], None]
+    confirm: Callable[[str], bool]
+    dry_run: bool
+    assume_yes: bool
+    rescan: Callable[[], Any] | None
+    progress: Callable[[int, int | None], None] | None
+    ops: Any
+    cache: Path | None
+    root: Path = Path()
+
+    def echo(self, text: str) -> None:
+        self.say(text.rstrip("\n"))  # every message is one or more whole lines
+
+    def refused(self, message: str) -> FixOutcome:
+        self.echo(f"cuda4amd: fix refused: {message}\n")
+        return FixOutcome("refused", message)
+
+    def store(self, source, plan_required, *, allow_download: bool, unpack: bool):
+        from cuda4amd.fix.archive import prepare_store
+        from cuda4amd.fix.release import fetch_archive
+
+        release = self.result.release
         if source.kind == "folder":
-            return prepare_store(source, None, None, result.release, source.platform, required=plan_required)
-        got = fetch_archive(source, progress=progress, cache=cache, allow_download=allow_download)
+            return prepare_store(source, None, None, release, source.platform, required=plan_required)
+        got = fetch_archive(source, progress=self.progress, cache=self.cache, allow_download=allow_download)
         if got is None:
             return None
         path, digest = got
-        return prepare_store(source, path, digest, result.release, source.platform, required=plan_required,
-                             cache=cache, unpack=unpack)
+        return prepare_store(source, path, digest, release, source.platform, required=plan_required,
+                             cache=self.cache, unpack=unpack)
 
-    # -- an earlier fix -----------------------------------------------------------
-    if journal is not None and not journal.complete:
+    def verify(self, journal, write_report: bool = True) -> FixOutcome:
+        return _verify(journal, self.result, self.rules, self.rescan, self.echo, self.ops, write_report)
+
+    # -- an earlier fix ---------------------------------------------------------
+
+    def complete_interrupted(self, journal) -> FixOutcome:
+        from cuda4amd.fix.journal import ApplyError, apply_plan
+        from cuda4amd.fix.release import ReleaseError, ReleaseSource
+
+        root = self.root
         if journal.state in ("undoing", "undo-incomplete"):
-            return refused(f"an undo of {root} did not finish: run `cuda4amd undo {root}` again")
+            return self.refused(f"an undo of {root} did not finish: run `cuda4amd undo {root}` again")
         plan = journal.plan
-        echo(f"an interrupted fix of {root} was found ({journal.path}); completing it:\n")
-        echo(plan.render())
-        if dry_run:
+        self.echo(f"an interrupted fix of {root} was found ({journal.path}); completing it:\n")
+        self.echo(plan.render())
+        if self.dry_run:
             return FixOutcome("dry-run", "an interrupted fix would be completed", plan, journal.path)
-        if not assume_yes and not confirm("Complete it?"):
+        if not self.assume_yes and not self.confirm("Complete it?"):
             return FixOutcome("declined", "not completed", plan, journal.path)
         try:
-            store = get_store(ReleaseSource.from_dict(plan.release), plan.required, allow_download=True, unpack=True)
-            journal = apply_plan(None, store, journal=journal, ops=ops)
+            store = self.store(ReleaseSource.from_dict(plan.release), plan.required, allow_download=True, unpack=True)
+            journal = apply_plan(None, store, journal=journal, ops=self.ops)
         except (ReleaseError, ApplyError) as exc:
-            echo(f"cuda4amd: the fix could not be completed: {exc}\n"
-                 f"the journal is kept: `cuda4amd undo {root}` restores the tree, a re-run tries again\n")
+            self.echo(f"cuda4amd: the fix could not be completed: {exc}\n"
+                      f"the journal is kept: `cuda4amd undo {root}` restores the tree, a re-run tries again\n")
             return FixOutcome("failed", str(exc), plan, journal.path)
-        return _verify(journal, result, rules, rescan, echo, ops)
+        return self.verify(journal)
 
-    # -- a new plan ------------------------------------------------------------------
-    try:
-        host_report = _resolve_host(host, result, rules)
-        source = choose_source(rules, tag, _platform_guess(result), zluda_path, sha256)
-        plan = make_plan(result, rules=rules, host=host_report, source=source, store=None, mode=mode,
-                         launcher_dir=launcher_dir)
-        # hashes for the plan from what is at hand, without unpacking (or downloading) before the answer
-        store = get_store(source, plan.required, allow_download=False, unpack=False)
-        if store is not None:
-            plan.bind(store)
-    except (PlanError, ReleaseError, HostReportError, LauncherError) as exc:
-        return refused(str(exc))
-
-    if journal is not None:  # complete: the same plan again is a no-op
+    def again(self, journal, plan) -> FixOutcome:
+        """A complete earlier fix: the same plan again is a no-op (verified), another is refused."""
         old = journal.plan
         if old.key() == plan.key() or (plan.release_sha256 is None and _same_but_hashes(old, plan)):
-            echo(f"{root} is already fixed as planned ({journal.path}); verifying:\n")
-            if dry_run:
+            self.echo(f"{self.root} is already fixed as planned ({journal.path}); verifying:\n")
+            if self.dry_run:
                 return FixOutcome("dry-run", "already applied", old, journal.path)
-            outcome = _verify(journal, result, rules, rescan, echo, ops, write_report=False)
+            outcome = self.verify(journal, write_report=False)
             if outcome.status == "applied":
                 outcome.status = "already-applied"
             return outcome
-        return refused(f"{root} was fixed with another plan ({old.mode} mode, ZLUDA {old.release['tag']} "
-                       f"{(old.release_sha256 or '')[:12]}): run `cuda4amd undo {root}` first")
+        return self.refused(f"{self.root} was fixed with another plan ({old.mode} mode, ZLUDA {old.release['tag']} "
+                            f"{(old.release_sha256 or '')[:12]}): run `cuda4amd undo {self.root}` first")
 
-    echo(plan.render())
-    if dry_run:
-        return FixOutcome("dry-run", "the plan only (--dry-run): nothing was changed", plan)
-    if not assume_yes and not confirm("Apply this plan?"):
-        echo("nothing was changed\n")
-        return FixOutcome("declined", "nothing was changed", plan)
+    # -- a new plan ---------------------------------------------------------------
 
-    try:
-        if store is None and source.kind == "pin":
-            echo(f"downloading {source.location} ({source.size or '?'} bytes) into the cache…\n")
-        if store is None or source.kind != "folder":
-            store = get_store(source, plan.required, allow_download=True, unpack=True)
-            plan.bind(store)
-    except (PlanError, ReleaseError) as exc:
-        return refused(str(exc))
+    def new_plan(self, host, zluda_path, sha256, mode: str, launcher_dir):
+        """(plan, release source, store or None), or the refusal."""
+        from cuda4amd.fix.launchers import LauncherError
+        from cuda4amd.fix.plan import PlanError, make_plan
+        from cuda4amd.fix.release import ReleaseError, choose_source
+        from cuda4amd.host import HostReportError
 
-    journal_file = root / ".cuda4amd" / "journal.json"
-    try:
-        journal = apply_plan(plan, store, ops=ops)
-    except ApplyError as exc:
-        echo(f"cuda4amd: the fix failed: {exc}\n")
+        result = self.result
         try:
-            undone = undo_target(root, ops=ops)
+            host_report = _resolve_host(host, result, self.rules)
+            source = choose_source(self.rules, result.release.tag, _platform_guess(result), zluda_path, sha256)
+            plan = make_plan(result, rules=self.rules, host=host_report, source=source, store=None, mode=mode,
+                             launcher_dir=launcher_dir)
+            # hashes for the plan from what is at hand, without unpacking (or downloading) before the answer
+            store = self.store(source, plan.required, allow_download=False, unpack=False)
+            if store is not None:
+                plan.bind(store)
+        except (PlanError, ReleaseError, HostReportError, LauncherError) as exc:
+            return self.refused(str(exc))
+        return plan, source, store
+
+    def apply_new(self, plan, source, store) -> FixOutcome:
+        from cuda4amd.fix.journal import ApplyError, apply_plan, journal_path
+        from cuda4amd.fix.plan import PlanError
+        from cuda4amd.fix.release import ReleaseError
+
+        self.echo(plan.render())
+        if self.dry_run:
+            return FixOutcome("dry-run", "the plan only (--dry-run): nothing was changed", plan)
+        if not self.assume_yes and not self.confirm("Apply this plan?"):
+            self.echo("nothing was changed\n")
+            return FixOutcome("declined", "nothing was changed", plan)
+        try:
+            if store is None and source.kind == "pin":
+                self.echo(f"downloading {source.location} ({source.size or '?'} bytes) into the cache…\n")
+            if store is None or source.kind != "folder":
+                store = self.store(source, plan.required, allow_download=True, unpack=True)
+                plan.bind(store)
+        except (PlanError, ReleaseError) as exc:
+            return self.refused(str(exc))
+        try:
+            journal = apply_plan(plan, store, ops=self.ops)
+        except ApplyError as exc:
+            return self.roll_back(plan, exc)
+        except KeyboardInterrupt:
+            self.echo(f"\ninterrupted: the journal {journal_path(self.root)} says what was done; "
+                      f"`cuda4amd undo {self.root}` restores the tree, a re-run completes the fix\n")
+            raise
+        return self.verify(journal)
+
+    def roll_back(self, plan, exc: Exception) -> FixOutcome:
+        """A change failed: undo from the journal at once; keep the journal if even that fails."""
+        from cuda4amd.fix.journal import journal_path, undo_target
+
+        root = self.root
+        self.echo(f"cuda4amd: the fix failed: {exc}\n")
+        try:
+            undone = undo_target(root, ops=self.ops)
         except Exception as undo_exc:  # noqa: BLE001 - report, keep the journal
             undone = None
-            echo(f"cuda4amd: rolling back failed too ({undo_exc}); the journal is kept: "
-                 f"run `cuda4amd undo {root}`\n")
+            self.echo(f"cuda4amd: rolling back failed too ({undo_exc}); the journal is kept: "
+                      f"run `cuda4amd undo {root}`\n")
         if undone is not None and undone.complete:
-            echo("rolled back: the tree is as it was\n")
+            self.echo("rolled back: the tree is as it was\n")
             return FixOutcome("failed", str(exc), plan, None, rolled_back=True)
         if undone is not None:
-            echo("rolling back did not finish: " + "; ".join(undone.kept + undone.errors)
-                 + f"\nthe journal is kept: run `cuda4amd undo {root}` again\n")
-        return FixOutcome("failed", str(exc), plan, journal_file)
-    except KeyboardInterrupt:
-        echo(f"\ninterrupted: the journal {journal_file} says what was done; "
-             f"`cuda4amd undo {root}` restores the tree, a re-run completes the fix\n")
-        raise
-    return _verify(journal, result, rules, rescan, echo, ops)
+            self.echo("rolling back did not finish: " + "; ".join(undone.kept + undone.errors)
+                      + f"\nthe journal is kept: run `cuda4amd undo {root}` again\n")
+        return FixOutcome("failed", str(exc), plan, journal_path(root))
 
 
 def _platform_guess(result) -> str:

@@ -77,7 +77,7 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
     """Run `program` with the environment of the fix (through zluda.exe on
     Windows in launcher mode) and return its exit status."""
     from cuda4amd.fix.journal import FixDirError, load_journal
-    from cuda4amd.fix.plan import expand_parts
+    from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME, expand_parts
 
     args = list(args)
     if args and args[0] == "--":
@@ -89,7 +89,7 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
     else:
         root = find_fixed_root(path)
         if root is None:
-            raise click.UsageError(f"no cuda4amd fix found for {program} (no .cuda4amd/journal.json in its folder "
+            raise click.UsageError(f"no cuda4amd fix found for {program} (no {FIX_DIR}/{JOURNAL_NAME} in its folder "
                                    f"or above): run `cuda4amd scan FOLDER --fix` first, or pass --target")
     try:
         journal = load_journal(root)

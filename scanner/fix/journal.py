@@ -38,16 +38,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME, Plan
+from cuda4amd.fix.plan import BACKUP_DIR, FIX_DIR, JOURNAL_NAME, REPORT_PATH, Plan
 from cuda4amd.fix.release import sha256_file
 
 __all__ = ["JOURNAL_SCHEMA", "FileOps", "Journal", "ApplyError", "UndoError", "UndoOutcome", "apply_plan",
            "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError"]
 
 JOURNAL_SCHEMA = "cuda4amd.fix-journal/1"
-BACKUP_DIR = f"{FIX_DIR}/backup"
 TMP_SUFFIX = ".cuda4amd-tmp"
-REPORT_PATH = f"{FIX_DIR}/after-report.json"  # added after applying, not part of the plan
 
 
 class ApplyError(Exception):

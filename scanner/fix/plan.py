@@ -38,12 +38,16 @@ from pathlib import Path
 from typing import Any, Iterable
 
 __all__ = ["PlanError", "Action", "EnvVar", "Plan", "make_plan", "FIX_DIR", "STORE_DIR", "JOURNAL_NAME",
+           "BACKUP_DIR", "REPORT_PATH", "sha256_text",
            "MODES", "expand_parts", "PLAN_SCHEMA", "target_root", "in_fix_dir"]
 
 PLAN_SCHEMA = "cuda4amd.fix-plan/1"
+#: the fix folder and what it holds, relative to the target root: the one place these paths are named
 FIX_DIR = ".cuda4amd"
-STORE_DIR = f"{FIX_DIR}/zluda"
-JOURNAL_NAME = "journal.json"
+STORE_DIR = f"{FIX_DIR}/zluda"          # ZLUDA's files (launcher mode)
+JOURNAL_NAME = "journal.json"           # in FIX_DIR
+BACKUP_DIR = f"{FIX_DIR}/backup"        # what the fix replaced
+REPORT_PATH = f"{FIX_DIR}/after-report.json"  # added after applying, not part of the plan
 MODES = ("launcher", "place")
 #: the release files zluda.exe (or v5's zluda_with.exe) needs to start a program
 WINDOWS_LAUNCHER_FILES = ("zluda.exe", "zluda_with.exe", "zluda_redirect.dll")
@@ -850,8 +854,8 @@ def render_plan(plan: Plan) -> str:
         else:
             extra = " (replaces an existing file: backed up)" if a.replaces else ""
             lines.append(f"  write  {a.path}  sha256 {_short(a.sha256)}{extra}")
-    lines.append(f"  + the journal {FIX_DIR}/{JOURNAL_NAME} (backups in {FIX_DIR}/backup/) and the "
-                 f"after-report {FIX_DIR}/after-report.json")
+    lines.append(f"  + the journal {FIX_DIR}/{JOURNAL_NAME} (backups in {BACKUP_DIR}/) and the "
+                 f"after-report {REPORT_PATH}")
     if plan.programs:
         lines.append("launchers: " + ", ".join(p["name"] for p in plan.programs)
                      + f" and zluda-run (any program), in {plan.launcher_dir}")
