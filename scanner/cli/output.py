@@ -7,7 +7,7 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import click
 
@@ -17,7 +17,7 @@ EXIT_USAGE = 2
 GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"cuda4amd: {message}", err=True)
     sys.exit(EXIT_USAGE)
 

@@ -17,9 +17,10 @@ def _load(path: str) -> dict:
     from cuda4amd.report.diff import ReportFileError, load_report
 
     try:
-        return load_report(path)
+        document = load_report(path)
     except ReportFileError as exc:
         fail(str(exc))
+    return document
 
 
 @click.command("report")

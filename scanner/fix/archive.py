@@ -209,6 +209,8 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
         if target is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
         if m.kind == "link":
+            if m.link is None:
+                raise ArchiveError(f"{m.rel}: a link without a target")
             links[m.rel] = m.link
             if target is not None:
                 os.symlink(m.link, target)

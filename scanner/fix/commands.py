@@ -87,10 +87,11 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
         root = locate(target)
         root = root.parent if root.is_file() else root
     else:
-        root = find_fixed_root(path)
-        if root is None:
+        found = find_fixed_root(path)
+        if found is None:
             raise click.UsageError(f"no cuda4amd fix found for {program} (no {FIX_DIR}/{JOURNAL_NAME} in its folder "
                                    f"or above): run `cuda4amd scan FOLDER --fix` first, or pass --target")
+        root = found
     try:
         journal = load_journal(root)
     except FixDirError as exc:

@@ -192,7 +192,7 @@ def target_root(target) -> Path:
 
 
 def in_fix_dir(rel: str | None) -> bool:
-    return bool(rel) and (rel == FIX_DIR or rel.startswith(FIX_DIR + "/"))
+    return rel is not None and (rel == FIX_DIR or rel.startswith(FIX_DIR + "/"))
 
 
 def root_path(rel: str, platform: str) -> Parts:
@@ -213,13 +213,13 @@ def literal_path(text: str, platform: str) -> Parts:
 
 def expand_parts(parts: Iterable[tuple[str, str]], root: str | os.PathLike[str]) -> str:
     """A value as `cuda4amd run` sets it."""
-    out = []
+    out: list[str] = []
     for kind, text in parts:
         if kind == "root":
             out.append(os.fspath(root))
         elif kind == "home":
-            out.append(os.environ.get("USERPROFILE") if os.name == "nt" and os.environ.get("USERPROFILE")
-                       else str(Path.home()))
+            profile = os.environ.get("USERPROFILE") if os.name == "nt" else None
+            out.append(profile or str(Path.home()))
         else:
             out.append(text)
     return "".join(out)
@@ -861,6 +861,6 @@ def render_plan(plan: Plan) -> str:
                      + f" and zluda-run (any program), in {plan.launcher_dir}")
     for w in plan.warnings:
         lines.append(f"warning: {w}")
-    for a in plan.advice:
-        lines.append(f"advice: {a}")
+    for line in plan.advice:
+        lines.append(f"advice: {line}")
     return "\n".join(lines) + "\n"

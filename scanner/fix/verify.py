@@ -68,7 +68,7 @@ def verify(journal: Journal, result) -> Verification:
     expected = {a["source"]: a["sha256"] for a in journal.actions if a["kind"] == "copy" and a.get("source")}
     release = result.release
     root = journal.root
-    deps = {}
+    deps: dict[tuple[str, str], Any] = {}
     for v in result.verdicts:
         if in_fix_dir(v.binary.path):
             continue

@@ -25,7 +25,7 @@ SCAN_SCHEMA = "cuda4amd.scan/1"
 DIFF_SCHEMA = "cuda4amd.diff/1"
 REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent
-LATER = {"basis": "", "host": None, "packages": [], "engine": "fast"}
+LATER: dict[str, object] = {"basis": "", "host": None, "packages": [], "engine": "fast"}
 
 BINARY_RANK = {"blocked": 0, "degraded": 1, "ready": 2}
 OVERALL_RANK = {"blocked": 0, "partial": 1, "ready": 2}

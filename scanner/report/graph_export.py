@@ -111,7 +111,7 @@ class _Facts:
     def node_of(self, binary: dict, dep: dict) -> str:
         """The graph node a dependency points at: the binary found in the tree, or lib:<name>."""
         resolved = dep.get("resolved")
-        if resolved in self.paths:
+        if isinstance(resolved, str) and resolved in self.paths:
             return resolved
         name = dep.get("name") or ""
         return f"lib:{name.casefold() if binary.get('format') == 'PE' else name}"

@@ -315,7 +315,7 @@ class _Matcher:
     def __call__(self, name: str) -> Any:
         if self._combined is not None:
             m = self._combined.match(name)
-            return None if m is None else self._labels[int(m.lastgroup[1:])]
+            return None if m is None or m.lastgroup is None else self._labels[int(m.lastgroup[1:])]
         for label, pattern in self._each or ():
             if pattern.match(name):
                 return label
@@ -396,6 +396,7 @@ class RuleSet:
         m = self._matchers.get(key)
         if m is None:
             flags = re.IGNORECASE if platform == "windows" else 0
+            entries: list[tuple[Any, Sequence[str], Path | None, str]]
             if kind == "family":
                 entries = [(f, f.pattern_sources(platform), f.source, f"family {f.id!r} {platform}")
                            for f in self.families]

@@ -8,9 +8,13 @@ message a user can read, never IndexError or struct.error.
 from __future__ import annotations
 
 import struct
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-Buffer = Union[bytes, bytearray, memoryview, "mmap.mmap"]  # noqa: F821
+if TYPE_CHECKING:
+    import mmap
+
+#: what a view reads (a memoryview is copied to bytes before: it has no find())
+Buffer = Union[bytes, bytearray, "mmap.mmap"]
 
 #: Longest C string a reader accepts (symbol names, DLL names, section names).
 MAX_STRING = 4096

@@ -263,7 +263,8 @@ def _names_in(before: str, suffix: str, after: str, classify: _Classifier,
         return None
     stem = m.group()
     if suffix[1:].lower() == "so":
-        tail = _SO_TAIL.match(after).group()
+        so_tail = _SO_TAIL.match(after)  # matches always: every part of it is optional
+        tail = so_tail.group() if so_tail is not None else ""
     else:
         tail = ""
     rest = after[len(tail):]

@@ -201,7 +201,7 @@ class _Elf:
                 if sh[1] == SHT_DYNAMIC:
                     start, size = sh[4], sh[5]
                     break
-        if start is None:
+        if start is None or size is None:
             return None
         fmt = "qQ" if self.bits == 64 else "iI"
         ent = 16 if self.bits == 64 else 8
@@ -209,7 +209,7 @@ class _Elf:
         # Strict on purpose: a dynamic table cut off by the end of the file
         # would otherwise read as "no dependencies".
         v.check(start, count * ent, "dynamic section")
-        out = []
+        out: list[tuple[int, int]] = []
         for tag, val in v.iter_unpack(fmt, start, count, "dynamic section"):
             if tag == DT_NULL:
                 return out
@@ -328,9 +328,10 @@ def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
     tags = dict(dyn)
     if e.shdrs or DT_SYMTAB not in tags:
         return None
-    strtab = e.dynstr_range(dyn)
-    if strtab is None:
+    dynstr = e.dynstr_range(dyn)
+    if dynstr is None:
         raise MalformedBinary("DT_SYMTAB present but the dynamic string table is missing")
+    strtab = dynstr
     sym_off = e.vaddr_to_offset(tags[DT_SYMTAB], "DT_SYMTAB")
     if DT_HASH in tags:
         count = v.u32(e.vaddr_to_offset(tags[DT_HASH], "DT_HASH") + 4, "DT_HASH nchain")
