@@ -66,10 +66,11 @@ def emit(
 
     if output:
         write(output, render(fmt, shared, verbose=verbose))
-    if graph_file and make_graph is not None:
+    graph_format = graph_format_option(graph_file)
+    if graph_file and graph_format and make_graph is not None:
         from cuda4amd.report import graph_export
 
-        write(graph_file, graph_export.dumps(make_graph(), graph_format_option(graph_file)))
+        write(graph_file, graph_export.dumps(make_graph(), graph_format))
     if not output and fmt != "console":
         click.echo(render(fmt, shared), nl=False)
     else:

@@ -53,7 +53,7 @@ def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
         return graph_export.from_document(shared)
 
     emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose)
-    sys.exit(EXIT_FOR_VERDICT.get(document.get("verdict"), 0))
+    sys.exit(EXIT_FOR_VERDICT.get(str(document.get("verdict")), 0))
 
 
 @click.command("diff")

@@ -138,12 +138,18 @@ _INSTEAD_OPTIONAL = {"note": is_str, "platform": is_str, "confidence": is_str}
 
 
 class _NamedFamily(Protocol):
-    id: str
-    name: str
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
 
 
 class _HasFamilies(Protocol):
-    families: Sequence[_NamedFamily]
+    """What a framework file's family ids are checked against (a RuleSet)."""
+
+    @property
+    def families(self) -> Sequence[_NamedFamily]: ...
 
 
 def load_frameworks(

@@ -62,9 +62,10 @@ class Provenance:
 
 def shipped_rules_dir() -> Path:
     """The folder of the rules shipped with cuda4amd (the data package `cuda4amd.ruledata`)."""
-    from cuda4amd import ruledata  # a data package: imported only when its folder is needed
+    import importlib
 
-    return Path(ruledata.__file__).resolve().parent
+    data = importlib.import_module("cuda4amd.ruledata")  # a data package (rules/), not code
+    return Path(data.__file__ or "").resolve().parent
 
 
 def read_toml(path: Path) -> dict[str, Any]:

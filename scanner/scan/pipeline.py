@@ -219,6 +219,7 @@ def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
     spooled to a temporary file and mapped, so memory stays flat.
     """
     if item.member is None or archive is None:
+        assert item.disk_path is not None  # discovery gives every file outside an archive its path
         with mapped(item.disk_path) as buf:
             yield buf, item.disk_path
         return

@@ -123,7 +123,7 @@ class BinView:
         return decode(self.raw_cstr(offset, what, limit, max_len))
 
 
-def decode(raw: bytes) -> str:
+def decode(raw: bytes | bytearray) -> str:
     """Names are bytes in the file; decode UTF-8, keep undecodable bytes visible."""
     try:
         return raw.decode("utf-8")

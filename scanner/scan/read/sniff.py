@@ -6,7 +6,7 @@ the engine that dispatches to them.
 from __future__ import annotations
 
 import struct
-from typing import BinaryIO
+from typing import IO
 
 __all__ = ["SNIFF_BYTES", "sniff", "sniff_file"]
 
@@ -32,7 +32,7 @@ def sniff(first_bytes: bytes) -> str | None:
     return None
 
 
-def sniff_file(f: BinaryIO) -> str | None:
+def sniff_file(f: IO[bytes]) -> str | None:
     """Like :func:`sniff` for a seekable binary file object (its position is restored).
 
     An MZ file whose header or e_lfanew runs past the end of the file counts
