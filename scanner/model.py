@@ -11,6 +11,11 @@ from typing import Literal
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]
+#: what ZLUDA does with a function a binary imports (a release's function tables):
+#: implemented, stub (exported, returns NOT_SUPPORTED) or missing (not exported)
+SYMBOL_STATES: tuple[str, ...] = ("implemented", "stub", "missing")
+#: a report's groups of imported functions: SYMBOL_STATES, and "unchecked" (no table for the library)
+REPORT_SYMBOL_STATES: tuple[str, ...] = (*SYMBOL_STATES, "unchecked")
 #: the rules platform ("windows" / "linux") each binary format runs on
 PLATFORM_OF_FORMAT: dict[str, str] = {"PE": "windows", "ELF": "linux"}
 

@@ -11,6 +11,7 @@ from pathlib import Path
 import click
 
 from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format, write
+from cuda4amd.report import FORMATS
 
 
 def _load(path: str) -> dict:
@@ -25,7 +26,7 @@ def _load(path: str) -> dict:
 
 @click.command("report")
 @click.argument("saved", metavar="SCAN.json", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]),
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
               help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (.json, .toml, .md or .txt).")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False), metavar="FILE",

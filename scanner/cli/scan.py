@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format
+from cuda4amd.report import FORMATS
 
 
 @click.command()
 @click.argument("target")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]), help="Output format (default: from -o's extension, else console).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to FILE (.json, .toml, .md or .txt).")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE", help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
 @click.option("--no-redact", is_flag=True, help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout (redacted by default).")

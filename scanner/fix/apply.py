@@ -17,6 +17,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda4amd.model import platform_of
+
 __all__ = ["FixOutcome", "fix_target", "EXIT_CODES"]
 
 #: exit status per outcome (docs/fix.md)
@@ -261,11 +263,11 @@ class _Fix:
 
 
 def _platform_guess(result) -> str:
-    using = {("windows" if v.binary.info.format == "PE" else "linux") for v in result.verdicts
+    using = {platform_of(v.binary.info.format) for v in result.verdicts
              if v.verdict != "no-cuda"}
     if len(using) == 1:
         return using.pop()
-    every = {("windows" if v.binary.info.format == "PE" else "linux") for v in result.verdicts}
+    every = {platform_of(v.binary.info.format) for v in result.verdicts}
     if len(every) == 1:
         return every.pop()
     return "windows" if sys.platform == "win32" else "linux"

@@ -37,6 +37,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from cuda4amd.model import platform_of
+
 __all__ = ["PlanError", "Action", "EnvVar", "Plan", "make_plan", "FIX_DIR", "STORE_DIR", "JOURNAL_NAME",
            "BACKUP_DIR", "REPORT_PATH", "sha256_text",
            "MODES", "expand_parts", "PLAN_SCHEMA", "target_root", "in_fix_dir"]
@@ -226,7 +228,7 @@ def expand_parts(parts: Iterable[tuple[str, str]], root: str | os.PathLike[str])
 
 
 def _platform_of(binary) -> str:
-    return "windows" if binary.info.format == "PE" else "linux"
+    return platform_of(binary.info.format)
 
 
 @dataclass

@@ -26,9 +26,10 @@ from typing import Any
 
 import networkx as nx
 
+from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
+
 GRAPH_SCHEMA = "cuda4amd.graph/1"
 FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}
-SYMBOL_STATES = ("implemented", "stub", "missing", "unchecked")
 
 
 class GraphFormatError(ValueError):

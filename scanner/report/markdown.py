@@ -29,6 +29,8 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from cuda4amd.model import REPORT_SYMBOL_STATES
+
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
@@ -398,7 +400,7 @@ class _Report:
     @staticmethod
     def _functions(dep: dict) -> str:
         symbols = dep.get("symbols") or {}
-        parts = [f"{len(symbols[s])} {s}" for s in ("implemented", "stub", "missing", "unchecked") if symbols.get(s)]
+        parts = [f"{len(symbols[s])} {s}" for s in REPORT_SYMBOL_STATES if symbols.get(s)]
         if dep.get("ordinals"):
             parts.append(f"{len(dep['ordinals'])} by ordinal")
         return ", ".join(parts) or "—"

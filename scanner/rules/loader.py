@@ -21,6 +21,7 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Literal, Mapping, Sequence
 
+from cuda4amd.model import SYMBOL_STATES
 from cuda4amd.rules.frameworks import Framework, load_frameworks
 from cuda4amd.rules.gpus import GpuProfiles, load_profiles
 from cuda4amd.rules.validate import (
@@ -59,7 +60,6 @@ ROUTES: tuple[str, ...] = ("redirect", "passthrough", "stub", "blocked", "unknow
 #: routes a family may default to when ZLUDA ships no replacement for the file
 DEFAULT_ROUTES: tuple[str, ...] = ("passthrough", "stub", "blocked", "unknown")
 SYSTEM_KINDS: tuple[str, ...] = ("system", "api-set", "redistributable", "host")
-SYMBOL_STATES: tuple[str, ...] = ("implemented", "stub", "missing")
 
 FAMILIES_FILE = "families.toml"
 SYSTEM_FILE = "system.toml"

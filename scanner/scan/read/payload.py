@@ -9,7 +9,7 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo, FileError
+from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import MalformedBinary
@@ -56,7 +56,7 @@ class PayloadInspector:
         whether those carry PTX decides whether they can run. Libraries
         ZLUDA replaces are never loaded, so their kernels do not matter.
         """
-        platform = "windows" if info.format == "PE" else "linux"
+        platform = platform_of(info.format)
         identity = identify(posixpath.basename(path), platform, self.rules, self.release)
         if identity.family is None:
             return "cheap"
