@@ -455,7 +455,7 @@ def test_load_host_report_errors(tmp_path):
 
 
 def test_reports_carry_no_user_host_or_home(win, rules, tmp_path):
-    private = PrivateStrings(home="C:\\Users\\alice", user="alice", host="ALICE-DESKTOP")
+    private = PrivateStrings(homes=("C:\\Users\\alice",), users=("alice",), hosts=("ALICE-DESKTOP",))
     sdk_home = tmp_path / "homesdk"
     build_tree(sdk_home, HOST / "sdk" / "win-hipsdk-6.4.manifest")
     zl = _zluda_folder(tmp_path / "zl", rules)
@@ -473,12 +473,13 @@ def test_reports_carry_no_user_host_or_home(win, rules, tmp_path):
 
 
 def test_redaction_without_known_home():
-    from cuda4amd.host.privacy import Redactor
+    from cuda4amd.report.redact import Redactor, is_redacted
 
-    assert Redactor("windows").text("C:\\Users\\bob\\zluda") == "C:\\Users\\<user>\\zluda"
-    assert Redactor("linux").text("/home/bob/zluda") == "/home/<user>/zluda"
-    assert Redactor("linux", PrivateStrings("/home/bob", "bob", "box")).text("/home/bob/x:/srv/box/bob") == \
-        "~/x:/srv/<host>/<user>"
+    assert Redactor.for_host_report("windows").text("C:\\Users\\bob\\zluda") == "C:\\Users\\<user>\\zluda"
+    assert Redactor.for_host_report("linux").text("/home/bob/zluda") == "/home/<user>/zluda"
+    linux = Redactor.for_host_report("linux", PrivateStrings(homes=("/home/bob",), users=("bob",), hosts=("box",)))
+    assert linux.text("/home/bob/x:/srv/box/bob") == "~/x:/srv/<host>/<user>"
+    assert is_redacted("/home/<user>/rocm") and not is_redacted("~/rocm")
 
 
 def test_gfx_outside_the_profiles(win):

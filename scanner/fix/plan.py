@@ -346,7 +346,7 @@ def _host_gate(host, platform: str, mode: str, rules) -> None:
 def _host_libraries(host, families: list[str], rules):
     """The HIP SDK the linked families' AMD libraries come from (None when none needs one)."""
     from cuda4amd.host.gaps import family_libraries
-    from cuda4amd.host.privacy import is_redacted
+    from cuda4amd.report.redact import is_redacted
 
     sdk = host.sdk
     libraries = family_libraries(rules)

@@ -6,11 +6,11 @@ from dataclasses import replace
 from typing import Any
 
 from cuda4amd.host.gpus import ProbeRecord, detect_gpus, select_gpu
-from cuda4amd.host.privacy import Redactor
 from cuda4amd.host.probes import Probes, pathmod
 from cuda4amd.host.report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
 from cuda4amd.host.sdk import LIBRARIES, find_sdks, select_sdk
 from cuda4amd.host.zluda import find_zluda
+from cuda4amd.report.redact import Redactor
 from cuda4amd.rules.gpus import GpuProfiles, load_profiles
 
 __all__ = ["detect_host", "override_gfx"]
@@ -45,7 +45,7 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
         profiles = rules.gpus if rules is not None else load_profiles()
     platform = probes.platform
     pm = pathmod(platform)
-    red = Redactor(platform, probes.env.private_strings())
+    red = Redactor.for_host_report(platform, probes.env.private_strings())
     records: list[ProbeRecord] = []
 
     hip = probes.hip.probe() if platform == "windows" else None
@@ -77,7 +77,7 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
         os=probes.env.os_description,
         gpus=tuple(gpus),
         selected_gpu=selected,
-        hip_runtime=None if runtime is None else replace(runtime, path=red.path(runtime.path),
+        hip_runtime=None if runtime is None else replace(runtime, path=red.resolved(runtime.path),
                                                           error=red.text(runtime.error)),
         sdks=tuple(replace(s, root=red.text(s.root)) for s in sdks),
         selected_sdk=sel_sdk,
