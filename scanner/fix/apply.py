@@ -13,11 +13,30 @@ from __future__ import annotations
 
 import os
 import sys
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
+from cuda4amd.fix.archive import prepare_store
+from cuda4amd.fix.journal import (
+    ApplyError,
+    FileOps,
+    FixDirError,
+    apply_extra,
+    apply_plan,
+    journal_path,
+    load_journal,
+    save_journal,
+    undo_target,
+)
+from cuda4amd.fix.launchers import LauncherError
+from cuda4amd.fix.plan import PlanError, make_plan, sha256_text, target_root
+from cuda4amd.fix.release import ReleaseError, ReleaseSource, choose_source, fetch_archive
+from cuda4amd.fix.verify import REPORT_NAME, after_report, verify
+from cuda4amd.host import HostReportError, detect_host, load_host_report
 from cuda4amd.model import platform_of
+from cuda4amd.rules.loader import RulesError, load_rules
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
 __all__ = ["FixOutcome", "fix_target", "EXIT_CODES"]
 
@@ -51,8 +70,6 @@ def _default_confirm(text: str) -> bool:
 
 
 def _resolve_host(host, result, rules):
-    from cuda4amd.host import detect_host, load_host_report
-
     if host is None:
         host = result.host if result.host is not None else "auto"
     if isinstance(host, (str, os.PathLike)):
@@ -84,10 +101,6 @@ def fix_target(result, *, mode: str = "launcher", zluda_release: str | None = No
     total): download progress (e.g. cuda4amd.fix.commands.download_progress()).
     launcher_dir: write the launchers there instead of <target>/.cuda4amd (an
     existing folder)."""
-    from cuda4amd.fix.journal import FixDirError, load_journal
-    from cuda4amd.fix.plan import PlanError, target_root
-    from cuda4amd.rules.loader import RulesError, load_rules
-
     say = echo or print
     fix = _Fix(result, rules, say, confirm or _default_confirm, dry_run, assume_yes, rescan, progress, ops, cache)
     try:
@@ -134,9 +147,6 @@ class _Fix:
         return FixOutcome("refused", message)
 
     def store(self, source, plan_required, *, allow_download: bool, unpack: bool):
-        from cuda4amd.fix.archive import prepare_store
-        from cuda4amd.fix.release import fetch_archive
-
         release = self.result.release
         if source.kind == "folder":
             return prepare_store(source, None, None, release, source.platform, required=plan_required)
@@ -153,9 +163,6 @@ class _Fix:
     # -- an earlier fix ---------------------------------------------------------
 
     def complete_interrupted(self, journal) -> FixOutcome:
-        from cuda4amd.fix.journal import ApplyError, apply_plan
-        from cuda4amd.fix.release import ReleaseError, ReleaseSource
-
         root = self.root
         if journal.state in ("undoing", "undo-incomplete"):
             return self.refused(f"an undo of {root} did not finish: run `cuda4amd undo {root}` again")
@@ -193,11 +200,6 @@ class _Fix:
 
     def new_plan(self, host, zluda_path, sha256, mode: str, launcher_dir):
         """(plan, release source, store or None), or the refusal."""
-        from cuda4amd.fix.launchers import LauncherError
-        from cuda4amd.fix.plan import PlanError, make_plan
-        from cuda4amd.fix.release import ReleaseError, choose_source
-        from cuda4amd.host import HostReportError
-
         result = self.result
         try:
             host_report = _resolve_host(host, result, self.rules)
@@ -213,10 +215,6 @@ class _Fix:
         return plan, source, store
 
     def apply_new(self, plan, source, store) -> FixOutcome:
-        from cuda4amd.fix.journal import ApplyError, apply_plan, journal_path
-        from cuda4amd.fix.plan import PlanError
-        from cuda4amd.fix.release import ReleaseError
-
         self.echo(plan.render())
         if self.dry_run:
             return FixOutcome("dry-run", "the plan only (--dry-run): nothing was changed", plan)
@@ -243,8 +241,6 @@ class _Fix:
 
     def roll_back(self, plan, exc: Exception) -> FixOutcome:
         """A change failed: undo from the journal at once; keep the journal if even that fails."""
-        from cuda4amd.fix.journal import journal_path, undo_target
-
         root = self.root
         self.echo(f"cuda4amd: the fix failed: {exc}\n")
         try:
@@ -279,10 +275,6 @@ def _same_but_hashes(old, new) -> bool:
 
 
 def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True) -> FixOutcome:
-    from cuda4amd.fix.journal import ApplyError, save_journal
-    from cuda4amd.fix.plan import PlanError
-    from cuda4amd.fix.verify import REPORT_NAME, after_report, verify
-
     if rescan is None:
         rescan = _same_scan_again(result, rules)
     try:
@@ -295,9 +287,6 @@ def _verify(journal, result, rules, rescan, echo, ops, write_report: bool = True
     has_report = any(a["path"] == REPORT_NAME for a in journal.actions)
     try:
         if write_report and not has_report:
-            from cuda4amd.fix.journal import apply_extra
-            from cuda4amd.fix.plan import sha256_text
-
             text = after_report(journal, verification, after)
             apply_extra(journal, {"kind": "write", "path": REPORT_NAME, "source": None, "sha256": sha256_text(text),
                                   "link": None, "executable": False, "why": "after-report", "replaces": False},
@@ -323,9 +312,6 @@ def _same_scan_again(result, rules) -> Callable[[], Any]:
     """A re-scan of the target with the scan's own options (release, engine,
     search paths, rules folders) and rule set; the host is not probed again:
     the verification is about the files."""
-    from dataclasses import replace
-
-    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
     options = result.options or ScanOptions(target=str(result.target.path), engine=result.engine)
     options = replace(options, target=str(result.target.path), zluda_release=result.release.tag, host="none")
@@ -333,6 +319,4 @@ def _same_scan_again(result, rules) -> Callable[[], Any]:
 
 
 def _ops():
-    from cuda4amd.fix.journal import FileOps
-
     return FileOps()

@@ -31,6 +31,7 @@ before-state and backups when it applies the plan.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 from dataclasses import dataclass, field
@@ -38,6 +39,10 @@ from pathlib import Path
 from typing import Any, Iterable
 
 from cuda4amd.model import platform_of
+
+# The planner's helpers from host/, report/, launchers and the framework rules are imported in the
+# steps that use them: the journal imports this module for Plan, and `cuda4amd run` / `undo` start
+# with the journal, so this module stays as light as its data classes.
 
 __all__ = ["PlanError", "Action", "EnvVar", "Plan", "make_plan", "FIX_DIR", "STORE_DIR", "JOURNAL_NAME",
            "BACKUP_DIR", "REPORT_PATH", "sha256_text",
@@ -583,8 +588,6 @@ def _is_executable(path: str, platform: str) -> bool:
 
 
 def sha256_text(text: str) -> str:
-    import hashlib
-
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 

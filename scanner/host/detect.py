@@ -5,6 +5,7 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from cuda4amd import __version__
 from cuda4amd.host.gpus import ProbeRecord, detect_gpus, select_gpu
 from cuda4amd.host.probes import Probes, pathmod
 from cuda4amd.host.report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
@@ -38,8 +39,6 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
     names the release of a ZLUDA folder that is found; without it the
     shipped profiles are used and the rules are loaded only if ZLUDA is found. Never raises for a missing
     GPU, SDK or tool: those are findings, recorded in `HostReport.probes`."""
-    from cuda4amd import __version__
-
     probes = probes or Probes.real()
     if profiles is None:
         profiles = rules.gpus if rules is not None else load_profiles()
