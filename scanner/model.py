@@ -136,6 +136,16 @@ class KernelReport:
 
 
 @dataclass(frozen=True)
+class PrivateStrings:
+    """What a report must not contain: home folders, user names, host names
+    (cuda4amd.report.redact replaces them; host probes supply them)."""
+
+    homes: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
 class FileError:
     """A file that could not be read; the scan goes on without it."""
 

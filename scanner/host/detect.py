@@ -11,7 +11,6 @@ from cuda4amd.host.probes import Probes, pathmod
 from cuda4amd.host.report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
 from cuda4amd.host.sdk import LIBRARIES, find_sdks, select_sdk
 from cuda4amd.host.zluda import find_zluda
-from cuda4amd.report.redact import Redactor
 from cuda4amd.rules.gpus import GpuProfiles, load_profiles
 
 __all__ = ["detect_host", "override_gfx"]
@@ -44,6 +43,8 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
         profiles = rules.gpus if rules is not None else load_profiles()
     platform = probes.platform
     pm = pathmod(platform)
+    from cuda4amd.report.redact import Redactor  # not at import: the pipeline imports this module for every scan
+
     red = Redactor.for_host_report(platform, probes.env.private_strings())
     records: list[ProbeRecord] = []
 

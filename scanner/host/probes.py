@@ -28,7 +28,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
-from cuda4amd.report.redact import PrivateStrings, private_strings
+from cuda4amd.model import PrivateStrings
 
 __all__ = [
     "CommandResult", "CommandRunner", "SystemCommands", "RecordedCommands",
@@ -323,6 +323,8 @@ class OsEnvironment:
         return sorted(os.environ)
 
     def private_strings(self) -> PrivateStrings:
+        from cuda4amd.report.redact import private_strings  # only when this machine is probed
+
         return private_strings()
 
 

@@ -35,8 +35,9 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable
+
+from cuda4amd.model import PrivateStrings
 
 __all__ = ["HOME", "USER", "HOST", "TARGET", "HOST_REPORT_HOME", "PrivateStrings", "Redactor", "private_strings",
            "redact_document", "is_redacted"]
@@ -84,15 +85,6 @@ _KEEP = {
     ("packages", "verdict"), ("packages", "framework"),
     ("errors", "stage"),
 }
-
-
-@dataclass(frozen=True)
-class PrivateStrings:
-    """What a report must not contain: home folders, user names, host names."""
-
-    homes: tuple[str, ...] = ()
-    users: tuple[str, ...] = ()
-    hosts: tuple[str, ...] = ()
 
 
 def private_strings(environ: dict[str, str] | None = None) -> PrivateStrings:
