@@ -11,10 +11,11 @@ from typing import Callable, NoReturn
 
 import click
 
+from cuda4amd.report import GRAPH_FORMATS
+
 # Exit statuses, documented in docs/exit-status.md.
 EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
 EXIT_USAGE = 2
-GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
 
 
 def fail(message: str) -> NoReturn:

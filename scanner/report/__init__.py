@@ -13,6 +13,8 @@ from pathlib import Path
 #: output format -> the module that renders it; the CLI's --format choices, in this order
 FORMATS = {"console": "console", "json": "json_format", "toml": "toml_format", "markdown": "markdown"}
 EXTENSIONS = {".json": "json", ".toml": "toml", ".txt": "console", ".md": "markdown", ".markdown": "markdown"}
+#: graph file extension -> graph format (report.graph_export writes them)
+GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}
 
 
 def format_for_path(path: str | Path) -> str | None:
