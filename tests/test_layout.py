@@ -57,12 +57,6 @@ def import_graph(modules: dict[str, ast.Module]) -> nx.DiGraph:
     return graph
 
 
-def _own_package(name: str, target: str) -> bool:
-    """A package's __init__ re-exports its submodules' names; that is the one
-    place a package may reach into itself, and only for public names."""
-    return False
-
-
 def private_uses(modules: dict[str, ast.Module]) -> list[str]:
     """`from m import _x`, and `alias._x` where `alias` is an imported cuda4amd module."""
     found = []
