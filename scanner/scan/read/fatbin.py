@@ -115,6 +115,8 @@ __all__ = [
     "FatbinEntry",
     "KernelReport",
     "MAX_ENTRIES",
+    "MAX_SECTION_BYTES",
+    "check_section_size",
     "MalformedBinary",
     "RELOCATABLE_SECTIONS",
     "WRAPPER_SECTIONS",
@@ -143,6 +145,13 @@ MAX_WRAPPERS = 100_000
 MIN_ENTRY_HEADER = 0x40
 MAX_ENTRY_HEADER = 0x10000
 MAX_CONTAINER_HEADER = 0x1000
+#: Bytes examined in one section. The biggest real fat binary section is about
+#: 1.5 GiB (libtorch_cuda.so); a sparse file can claim a TiB of holes, which
+#: would take hours to search. A bigger section is a per-file error.
+MAX_SECTION_BYTES = 4 << 30
+#: Bytes examined in one file, as a multiple of its size (plus 1 MiB):
+#: sections do not overlap in a real binary, so every byte is searched about once.
+MAX_EXAMINED_FACTOR = 2
 #: Padding between containers is checked in chunks of this size (no big copies).
 _GAP_CHUNK = 1 << 20
 #: With an mmap, pages already scanned are handed back (MADV_DONTNEED) every
@@ -245,12 +254,21 @@ def _extent(sec: Section, filesize: int, strict: bool = True) -> tuple[int, int]
     return (start, min(start + size, filesize))
 
 
+def check_section_size(name: str, start: int, end: int) -> None:
+    """MalformedBinary when a section's file range is over MAX_SECTION_BYTES (an oversized claim)."""
+    if end - start > MAX_SECTION_BYTES:
+        raise MalformedBinary(
+            f"section {name} claims {end - start:#x} bytes of file data at {start:#x}, more than the "
+            f"{MAX_SECTION_BYTES >> 30} GiB examined per section (sparse holes or a damaged header?): not searched")
+
+
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release")
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "budget")
 
     def __init__(self, buf) -> None:
         self.buf = buf
         self.size = len(buf)
+        self.budget = MAX_EXAMINED_FACTOR * self.size + (1 << 20)
         self._release = _CAN_RELEASE and isinstance(buf, mmap.mmap)
         self.entries: list[FatbinEntry] = []
         self.seen: dict[int, int] = {}  # file offset -> end of each container parsed
@@ -359,7 +377,17 @@ class _Scan:
             except (OSError, ValueError):
                 pass
 
+    def examine(self, start: int, end: int, section: str) -> None:
+        """Count [start, end) of `section` against the caps before searching it."""
+        check_section_size(section, start, end)
+        self.budget -= end - start
+        if self.budget < 0:
+            raise MalformedBinary(
+                f"sections overlap: searching {section} would examine more than {MAX_EXAMINED_FACTOR}x the "
+                f"file's {self.size:#x} bytes (a damaged or hostile section table): not searched")
+
     def walk(self, start: int, end: int, section: str) -> None:
+        self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
         self.advise(start, end, "MADV_RANDOM")
@@ -393,6 +421,7 @@ class _Scan:
     # -- a data section, searched --------------------------------------------------------
 
     def search(self, start: int, end: int, section: str) -> None:
+        self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
         while True:
@@ -467,6 +496,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
     count = 0
     for w in wrappers:
         wstart, wend = _extent(w, size, strict=False)
+        scan.examine(wstart, wend, w.name)
         pos = wstart
         while True:
             hit = buf.find(wmagic, pos, wend)
