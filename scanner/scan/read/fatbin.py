@@ -497,6 +497,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
     for w in wrappers:
         wstart, wend = _extent(w, size, strict=False)
         scan.examine(wstart, wend, w.name)
+        _check_wrapper_records(buf, wstart, wend, record, wmagic, w.name)
         pos = wstart
         while True:
             hit = buf.find(wmagic, pos, wend)
@@ -514,15 +515,38 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 continue
             rva = target - base
             i = bisect_right(starts, rva) - 1
-            if i < 0:
-                continue
-            va0 = starts[i]
+            va0 = starts[i] if i >= 0 else 0
+            if i < 0 or rva >= spans[va0][0]:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of the "
+                    f"file holds: the CUDA runtime would register no kernels from it")
             va1, fstart, fend, name = spans[va0]
-            if rva >= va1 or name in CONTAINER_SECTIONS:
-                continue  # maps nowhere, or into a section walked already
+            if name in CONTAINER_SECTIONS:
+                continue  # a section walked already
             off = fstart + (rva - va0)
-            if off not in scan.seen and off + 16 <= fend and buf[off : off + 4] == MAGIC_BYTES:
-                scan.container(off, fend, name)
+            if off in scan.seen:
+                continue
+            if off + 16 > fend or buf[off : off + 4] != MAGIC_BYTES:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {off:#x} in {name}, which holds no fat "
+                    f"binary container (magic {bytes(buf[off:off + 4]).hex() or 'none'}, not "
+                    f"{MAGIC_BYTES.hex()}): a damaged container header")
+            scan.container(off, fend, name)
+
+
+def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes, section: str) -> None:
+    """A wrapper section holds wrapper records back to back (nvcc's
+    __nv_fatbinwrapper: magic, version, data pointer, unused pointer) and
+    zero padding; anything else is a damaged wrapper, which the CUDA runtime
+    refuses to register (__cudaRegisterFatBinary checks the magic)."""
+    if (end - start) // record > MAX_WRAPPERS:
+        raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+    for pos in range(start, end - record + 1, record):
+        head = bytes(buf[pos:pos + 4])
+        if head != wmagic and bytes(buf[pos:pos + record]).strip(b"\0"):
+            raise MalformedBinary(
+                f"fat binary wrapper at {pos:#x} in {section} has magic {head.hex()}, not {wmagic.hex()}: "
+                f"a damaged wrapper; the CUDA runtime would not register its kernels")
 
 
 def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False) -> KernelReport:
