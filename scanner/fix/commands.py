@@ -25,7 +25,10 @@ def fix_target(result, **kwargs):
     from cuda4amd.fix.apply import fix_target as impl
     from cuda4amd.fix.lock import LockError, target_lock
     from cuda4amd.fix.plan import PlanError, target_root
+    from cuda4amd.report.escape import visible_lines
 
+    say = kwargs.get("echo") or print
+    kwargs["echo"] = lambda text: say(visible_lines(text))  # the plan names files of the tree: no escapes pass
     try:
         root = target_root(result.target)
     except PlanError:
@@ -34,7 +37,7 @@ def fix_target(result, **kwargs):
         with target_lock(root, "scan --fix"):
             return impl(result, **kwargs)
     except LockError as exc:
-        (kwargs.get("echo") or print)(f"cuda4amd: fix refused: {exc}")
+        kwargs["echo"](f"cuda4amd: fix refused: {exc}")
         return FixOutcome("refused", str(exc))
 
 

@@ -132,8 +132,13 @@ def _venv_site_packages(venv: Path) -> list[Path]:
 
 
 def printable(name: str) -> str:
-    """A file name as text that any output format can carry (undecodable bytes → U+FFFD)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A file name as text that any output format can carry: undecodable bytes
+    become ``\\xNN`` text (not U+FFFD), so two names that differ only in such
+    bytes stay two names (their dependencies and verdicts are not mixed).
+    Control characters stay as they are here (JSON and TOML keep the exact
+    name); the console and Markdown reports show them escaped
+    (cuda4amd.report.escape)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
 def discover(target: Target, on_file: Callable[[], None] | None = None, *, follow_links: bool = False) -> Discovery:
