@@ -228,3 +228,24 @@ def test_two_fixes_at_once_leave_one_fix_that_undoes(tmp_path, fix_cache):
     assert all(c in (0, 5) for c in codes) and 0 in codes, [p.stdout.read() for p in procs]  # type: ignore[union-attr]
     assert invoke("undo", tool).exit_code == 0
     assert snapshot(tool) == before
+
+
+def test_place_mode_through_a_linked_folder_writes_nothing_outside(rules, tmp_path, fix_cache):
+    from cuda4amd.fix.apply import fix_target
+    from cuda4amd.host import load_host_report
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    tool = demo_copy(tmp_path)
+    outside = tmp_path / "outside"
+    tool.rename(outside)
+    tool.mkdir()
+    (tool / "bin").symlink_to(outside, target_is_directory=True)
+    before = snapshot(outside)
+    result = run_scan(ScanOptions(target=str(tool), host="none", follow_links=True), rules=rules)
+    assert any(v.binary.path.startswith("bin/") and v.verdict != "no-cuda" for v in result.verdicts)
+    out: list[str] = []
+    outcome = fix_target(result, host=load_host_report(WIN_HOST), zluda_path=WIN_ZIP, assume_yes=True,
+                         echo=out.append, rules=rules, cache=fix_cache, mode="place")
+    assert outcome.status in ("failed", "refused") and "outside the target" in "".join(out), out
+    assert snapshot(outside) == before  # no NVIDIA DLL replaced, no nvcuda.dll added out there
+    assert not (tool / ".cuda4amd").exists()
