@@ -181,8 +181,6 @@ def open_regular(path: str | os.PathLike, *, follow_links: bool = True) -> Binar
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"not a regular file ({_kind_of(st.st_mode)}): not read")
-        if hasattr(os, "set_blocking"):
-            os.set_blocking(fd, True)  # no effect on the reads of a regular file; keeps it ordinary
         return os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
