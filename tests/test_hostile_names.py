@@ -6,6 +6,11 @@ import os
 import shutil
 
 import pytest
+
+try:
+    import tomllib
+except ModuleNotFoundError:  # Python 3.10
+    import tomli as tomllib
 import tomllib
 from click.testing import CliRunner
 from conftest import FIXTURES
