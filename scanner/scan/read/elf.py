@@ -254,14 +254,12 @@ class _Elf:
             return None
         fmt = "qQ" if self.bits == 64 else "iI"
         ent = 16 if self.bits == 64 else 8
-        count = min(size // ent, MAX_DYN_ENTRIES)
-        if loader:
-            # entries up to DT_NULL, in the file data of the segment (past it the memory is zero)
-            count = min(count, max(0, self.v.size - start) // ent)
+        # loader: up to DT_NULL within the file data of the segment (the rest of it is zero in memory)
+        count = min((size or 0) // ent, MAX_DYN_ENTRIES)
         # Strict on purpose: a dynamic table cut off by the end of the file
         # would otherwise read as "no dependencies".
         v.check(start, count * ent, "dynamic section")
-        out = []
+        out: list[tuple[int, int]] = []
         for tag, val in v.iter_unpack(fmt, start, count, "dynamic section"):
             if tag == DT_NULL:
                 return out
@@ -371,7 +369,7 @@ def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
         if not 0 < link < len(e.shdrs):
             raise MalformedBinary(f".dynsym links to string table section {link}, which does not exist")
         s = e.shdrs[link]
-        strtab = (s[4], s[4] + s[5])
+        strtab: tuple[int, int] = (s[4], s[4] + s[5])
         if DT_STRTAB in dict(dyn) and any(p[0] == PT_LOAD for p in e.phdrs):
             strtab = e.dynstr_range(dyn) or strtab  # the names ld.so binds by
         count = sym_size // ent
@@ -389,9 +387,10 @@ def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
     tags = dict(dyn)
     if e.shdrs or DT_SYMTAB not in tags:
         return None
-    strtab = e.dynstr_range(dyn)
-    if strtab is None:
+    found = e.dynstr_range(dyn)
+    if found is None:
         raise MalformedBinary("DT_SYMTAB present but the dynamic string table is missing")
+    strtab = found
     sym_off = e.vaddr_to_offset(tags[DT_SYMTAB], "DT_SYMTAB")
     if DT_HASH in tags:
         count = v.u32(e.vaddr_to_offset(tags[DT_HASH], "DT_HASH") + 4, "DT_HASH nchain")
