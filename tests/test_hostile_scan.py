@@ -20,7 +20,7 @@ from cuda4amd.scan.distributions import find_distributions
 from cuda4amd.scan.pipeline import ScanOptions, read_all, run_scan
 from cuda4amd.scan.read import fatbin
 from cuda4amd.scan.read.binview import MalformedBinary
-from cuda4amd.scan.read.engine import sniff_file
+from cuda4amd.scan.read.engine import read_bytes, sniff_file
 
 PE = FIXTURES / "pe" / "blas_mixed.dll"
 ELF_FATBIN = FIXTURES / "kernels" / "elf" / "libaxpy_nocompress.so"
@@ -219,3 +219,33 @@ def test_a_damaged_e_lfanew_is_a_per_file_error_not_a_vanished_dll(tmp_path):
     dos = FIXTURES / "corrupt" / "dos_only.exe"
     with open(dos, "rb") as f:
         assert sniff_file(f) is None  # a DOS program stays what it is
+
+
+def test_the_by_name_search_caps_a_section_too(monkeypatch):
+    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.scan.read.byname import PE_SECTIONS, find_library_names
+
+    data = PE.read_bytes()
+    info = read_bytes(data)
+    biggest = max(s.file_size for s in info.sections if s.name in PE_SECTIONS)
+    monkeypatch.setattr(fatbin, "MAX_SECTION_BYTES", biggest - 1)
+    with pytest.raises(MalformedBinary, match="examined per section"):
+        find_library_names(data, info, load_rules())
+
+
+def test_a_corrupt_metadata_member_of_a_wheel_is_not_a_traceback(tmp_path):
+    out = io.BytesIO()
+    with zipfile.ZipFile(out, "w", zipfile.ZIP_DEFLATED) as z:
+        z.writestr("demo-1.0.dist-info/METADATA", "Name: demo\nVersion: 1.0\n" * 50)
+        z.writestr("demo-1.0.dist-info/RECORD", "demo/blas.dll,,\n")
+        z.writestr("demo/blas.dll", PE.read_bytes())
+    data = bytearray(out.getvalue())
+    with zipfile.ZipFile(io.BytesIO(bytes(data))) as z:
+        info = z.getinfo("demo-1.0.dist-info/METADATA")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    for i in range(start + 2, start + 12):
+        data[i] ^= 0xA5
+    wheel = tmp_path / "demo-1.0-py3-none-any.whl"
+    wheel.write_bytes(bytes(data))
+    result = scan(wheel)
+    assert [b.path for b in result.binaries] == ["demo/blas.dll"]
