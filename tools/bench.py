@@ -70,7 +70,8 @@ def measure(packages: list[str], runs: int) -> None:
         (tree / spec.split("==")[0]).symlink_to(unpacked(spec), target_is_directory=True)
 
     # the tree's folders are links to the unpacked wheels, outside it: --follow-links walks them
-    scan = [sys.executable, "-m", "cuda4amd.cli", "scan", str(tree), "--format", "json", "--follow-links"]
+    scan = [sys.executable, "-c", "from cuda4amd.cli import main; main()", "scan", str(tree), "--format", "json",
+            "--follow-links"]
     timed(scan)  # warm the page cache and Python's bytecode cache
     runs_done = [timed(scan) for _ in range(runs)]
     report = json.loads(runs_done[-1][2])
