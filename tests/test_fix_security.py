@@ -249,3 +249,18 @@ def test_place_mode_through_a_linked_folder_writes_nothing_outside(rules, tmp_pa
     assert outcome.status in ("failed", "refused") and "outside the target" in "".join(out), out
     assert snapshot(outside) == before  # no NVIDIA DLL replaced, no nvcuda.dll added out there
     assert not (tool / ".cuda4amd").exists()
+
+
+def test_the_key_is_private_and_a_journal_without_it_is_refused(tmp_path, fix_cache, monkeypatch):
+    tool = demo_copy(tmp_path)
+    assert fix_cli(tool).exit_code == 0
+    key = state_dir() / "journal-key"
+    assert key.stat().st_size == 32 and (os.name == "nt" or (key.stat().st_mode & 0o077) == 0)
+    assert json.loads((tool / ".cuda4amd" / "journal.json").read_text())["mac"].startswith("hmac-sha256:")
+    monkeypatch.setenv("XDG_STATE_HOME", str(tmp_path / "another-user"))
+    monkeypatch.setenv("LOCALAPPDATA", str(tmp_path / "another-user"))
+    res = invoke("undo", tool)
+    assert res.exit_code == 2 and "MAC does not verify" in res.output  # another user's key: not this user's fix
+    monkeypatch.undo()
+    monkeypatch.setenv("CUDA4AMD_CACHE", str(fix_cache))
+    assert invoke("undo", tool).exit_code == 0
