@@ -30,6 +30,7 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from cuda4amd.model import REPORT_SYMBOL_STATES
+from cuda4amd.report.escape import visible_document
 
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
@@ -73,7 +74,7 @@ LEVELS = (
 
 def render(document: dict, *, budget: int = BUDGET) -> str:
     """The Markdown report; never longer than `budget` characters."""
-    report = _Report(document)
+    report = _Report(visible_document(document))  # names with newlines or ESC/BEL stay one visible name
     for level in LEVELS[:-1]:
         text = report.assemble(level)
         if len(text) <= budget:

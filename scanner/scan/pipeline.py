@@ -45,6 +45,7 @@ class ScanOptions:
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
+    follow_links: bool = False  # walk links to folders outside the target (else reported, not followed)
 
 
 @dataclass
@@ -98,7 +99,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.discovering()
-    found = discovery.discover(target)
+    found = discovery.discover(target, follow_links=options.follow_links)
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -107,7 +108,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    distributions = find_distributions(target)
+    distributions = find_distributions(target, follow_links=options.follow_links)
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
@@ -200,7 +201,7 @@ def read_all(
                 errors.append(FileError(item.path, "read", "vanished during the scan"))
             except OSError as exc:
                 errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
-            except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
+            except discovery.ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
                 errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
             else:
                 binaries.append(binary)

@@ -97,7 +97,7 @@ from typing import Iterator
 
 from cuda4amd.model import BinaryInfo, NameReference, platform_of
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
-from cuda4amd.scan.read.fatbin import MAGIC_BYTES
+from cuda4amd.scan.read.fatbin import MAGIC_BYTES, check_section_size
 
 __all__ = [
     "ENCODINGS",
@@ -315,6 +315,7 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
     for s in info.sections:
         if s.name in wanted and s.file_size > 0 and 0 <= s.file_offset < size:
             spans.append((s.file_offset, min(size, s.file_offset + s.file_size)))
+            check_section_size(s.name, *spans[-1])  # merged ranges never exceed the file; one claim may
     spans.sort()
     merged: list[list[int]] = []
     for lo, hi in spans:

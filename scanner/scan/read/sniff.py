@@ -8,7 +8,7 @@ from __future__ import annotations
 import struct
 from typing import IO
 
-__all__ = ["SNIFF_BYTES", "sniff", "sniff_file"]
+__all__ = ["PE_MACHINES", "SNIFF_BYTES", "misplaced_pe_header", "sniff", "sniff_file"]
 
 #: Enough leading bytes for :func:`sniff` to see the PE signature of any
 #: ordinary image (e_lfanew is almost always < 0x400); :func:`sniff_file`
@@ -53,6 +53,27 @@ def sniff_file(f: IO[bytes]) -> str | None:
         (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
         f.seek(e_lfanew)
         signature = f.read(4)
-        return "PE" if signature == b"PE\0\0" or len(signature) < 4 else None
+        if signature == b"PE\0\0" or len(signature) < 4:
+            return "PE"
+        f.seek(0)
+        return "PE" if misplaced_pe_header(f.read(SNIFF_BYTES)) is not None else None
     finally:
         f.seek(pos)
+
+
+#: IMAGE_FILE_MACHINE_* of the images a CUDA library is built for (winnt.h): I386, AMD64, ARM64
+PE_MACHINES = (0x014C, 0x8664, 0xAA64)
+
+
+def misplaced_pe_header(head: bytes) -> int | None:
+    """Offset of a PE header ("PE\\0\\0" and a known COFF machine, 8-aligned as
+    linkers place it) in the first bytes of an MZ file whose e_lfanew points
+    elsewhere: a PE image with a damaged e_lfanew, not a DOS program (whose
+    stub never carries a COFF header). The Windows loader reads only e_lfanew
+    and refuses such a file, so it is reported, not skipped."""
+    pos = head.find(b"PE\0\0", 0x40)
+    while 0 <= pos <= len(head) - 6:
+        if not pos & 7 and struct.unpack_from("<H", head, pos + 4)[0] in PE_MACHINES:
+            return pos
+        pos = head.find(b"PE\0\0", pos + 1)
+    return None
