@@ -48,7 +48,7 @@ SCHEMA_FILE = REPO / "scanner" / "report" / "schemas" / "scan.json"
 
 
 def strict_validator():
-    """A validator of docs/report-schema.json that also rejects fields the schema does not list.
+    """A validator of the scan JSON Schema (scanner/report/schemas/scan.json) that also rejects fields the schema does not list.
 
     The published schema lets objects carry more properties (fields are added
     compatibly); here every object without its own rule gets

@@ -38,12 +38,13 @@ def doctor(fmt, output, target, verbose, quiet, color) -> None:
     from cuda4amd.host import detect_host, readiness
     from cuda4amd.host.doctor import doctor_document, render_console, render_markdown, show
     from cuda4amd.report.console import terminal
-    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.rules.loader import RulesError, load_rules
 
     fmt = output_format(fmt, output, DOCTOR_EXTENSIONS)
     try:
-        report = detect_host(target=target)
-        ready = readiness(report)
+        rules = load_rules()
+        report = detect_host(target=target, rules=rules)
+        ready = readiness(report, rules=rules)
     except RulesError as exc:
         click.echo(f"cuda4amd: {exc.message}", err=True)
         sys.exit(2)

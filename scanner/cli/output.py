@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import click
+
+from cuda4amd.report import GRAPH_FORMATS
 
 # Exit statuses, documented in docs/exit-status.md.
 EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
@@ -25,10 +27,9 @@ def command_line() -> str | None:
     ctx = click.get_current_context(silent=True)
     words = ctx.meta.get(COMMAND_LINE) if ctx is not None else None
     return shlex.join(str(w) for w in words) if words else None
-GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"cuda4amd: {message}", err=True)
     sys.exit(EXIT_USAGE)
 
@@ -116,10 +117,11 @@ def emit(
     to_stdout = output == STDOUT or (not output and fmt != "console")
     if output and output != STDOUT:
         write(output, render(fmt, shared, verbose=verbose))
-    if graph_file and make_graph is not None:
+    graph_format = graph_format_option(graph_file)
+    if graph_file and graph_format and make_graph is not None:
         from cuda4amd.report import graph_export
 
-        write(graph_file, graph_export.dumps(make_graph(), graph_format_option(graph_file)))
+        write(graph_file, graph_export.dumps(make_graph(), graph_format))
     if to_stdout and fmt != "console":
         click.echo(render(fmt, shared), nl=False)
     else:

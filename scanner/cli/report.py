@@ -20,6 +20,7 @@ from cuda4amd.cli.output import (
     quiet_option,
     write,
 )
+from cuda4amd.report import FORMATS
 
 DIFF_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "text"}
 EXIT_DIFFERENT = 1  # diff --exit-code: the verdicts changed, as `git diff --exit-code` says "differences"
@@ -29,15 +30,15 @@ def _load(path: str) -> dict:
     from cuda4amd.report.diff import ReportFileError, load_report
 
     try:
-        return load_report(path)
+        document = load_report(path)
     except ReportFileError as exc:
         fail(str(exc))
-    raise AssertionError("unreachable")  # fail() exits
+    return document
 
 
 @click.command("report")
 @click.argument("saved", metavar="SCAN.json|SCAN.toml|-", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]),
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
               help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout).")
@@ -69,7 +70,7 @@ def report(saved, fmt, output, graph_file, no_redact, verbose, quiet, color) -> 
 
     emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose,
          quiet=quiet, color=color)
-    sys.exit(EXIT_FOR_VERDICT.get(document.get("verdict"), 0))
+    sys.exit(EXIT_FOR_VERDICT.get(str(document.get("verdict")), 0))
 
 
 @click.command("diff")

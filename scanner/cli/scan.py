@@ -17,6 +17,7 @@ from cuda4amd.cli.output import (
     quiet_option,
     rules_error_text,
 )
+from cuda4amd.report import FORMATS
 
 HOST_FILE_HINT = ("--host FILE takes a host report, the JSON of `cuda4amd doctor --format json` (recorded ones: "
                   "fixtures/zluda/hosts/ and tests/goldens/hosts/ in the source tree); raw probe output such as "
@@ -53,7 +54,7 @@ class ReleaseOption(click.Option):
 
 @click.command()
 @click.argument("target")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]), help="Output format (default: from -o's extension, else console).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout); the terminal gets the verdict and counts.")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE", help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
 @click.option("--no-redact", is_flag=True, help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout (redacted by default).")
@@ -61,6 +62,7 @@ class ReleaseOption(click.Option):
 @click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
+@click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET (reported and skipped by default).")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @quiet_option
@@ -72,8 +74,8 @@ class ReleaseOption(click.Option):
 @click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
 @click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, verbose,
-         quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
+def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, follow_links, host,
+         verbose, quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
@@ -96,6 +98,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         search_paths=tuple(Path(p) for p in search_paths),
         rule_dirs=tuple(Path(p) for p in rule_dirs),
         host=host,
+        follow_links=follow_links,
     )
     try:
         with _progress() as progress:
@@ -144,7 +147,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
             host=None,
             echo=click.echo,
             confirm=None,
-            rules=None,
+            rules=result.rules,
             launcher_dir=launcher_dir,
             rescan=None,
             progress=progress,

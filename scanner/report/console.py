@@ -15,6 +15,7 @@ import codecs
 import io
 from typing import TYPE_CHECKING
 
+from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 
 if TYPE_CHECKING:
@@ -92,9 +93,13 @@ def render(document: dict, *, verbose: bool = False, color: bool = False, width:
 
 
 def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = False, summary_only: bool = False) -> None:
-    """Print the report on `console`: the verdict line; unless `quiet`, the counts; unless `summary_only`, the rest."""
+    """Print the report on `console`: the verdict line; unless `quiet`, the counts; unless `summary_only`, the rest.
+
+    Every string is a rich Text (never markup, so a name with ``[...]`` shows as it is) of the document
+    made visible (cuda4amd.report.escape: no name from the tree reaches the terminal as control characters)."""
     from rich.text import Text
 
+    doc = visible_document(doc)
     verdict = doc["verdict"]
     summary = doc["summary"]
     console.print(

@@ -26,9 +26,11 @@ from typing import Any
 
 import networkx as nx
 
+from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
+from cuda4amd.report import GRAPH_FORMATS
+
 GRAPH_SCHEMA = "cuda4amd.graph/1"
-FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}
-SYMBOL_STATES = ("implemented", "stub", "missing", "unchecked")
+FORMATS = GRAPH_FORMATS
 
 
 class GraphFormatError(ValueError):
