@@ -69,6 +69,20 @@ def test_hostile_names_are_visible_in_console_and_markdown_and_faithful_in_json_
 
 
 @posix_names
+def test_the_terminal_of_the_cli_gets_names_visible_and_no_markup(tmp_path):
+    """`scan` prints through console.show (not render): the names are escaped there too, and a name
+    that looks like rich markup is shown as it is (every line is a Text, never markup)."""
+    for name in (*HOSTILE, "[bold red]markup.dll"):
+        shutil.copy(PE, tmp_path / name)
+    res = CliRunner(env={"COLUMNS": "400"}).invoke(main, ["scan", str(tmp_path), "--host", "none", "--color", "always",
+                                                          "-v"])
+    out = res.output
+    assert "\\x1b]52;c;" in out and "\\x07" in out and "\\u202e" in out
+    assert "\x1b]" not in out and "\x07" not in out and "\x9b" not in out and "\u202e" not in out
+    assert "[bold red]markup.dll" in out
+
+
+@posix_names
 def test_names_differing_only_in_invalid_utf8_keep_their_identity(tmp_path):
     shutil.copy(PE, os.fsencode(tmp_path) + b"/lib\xe9.dll")        # uses cuBLAS
     shutil.copy(PLAIN, os.fsencode(tmp_path) + b"/lib\xe8.dll")     # uses no CUDA
