@@ -18,6 +18,7 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
 from cuda4amd.model import FileError, ScannedBinary
+from cuda4amd.rules.kernels import load_ptx_facts
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
@@ -123,7 +124,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
-    verdicts = decide(binaries, dependencies, identities, gaps)
+    ptx = load_ptx_facts(options.rule_dirs).get(release.tag)
+    verdicts = decide(binaries, dependencies, identities, gaps, ptx)
     packages = _packages(verdicts, distributions, options, rules, release)
     timings["analyse"] = time.perf_counter() - clock
 

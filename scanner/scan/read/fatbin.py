@@ -80,7 +80,8 @@ Entry header (``header size`` bytes, at least 0x40; then the payload):
             carry 1.8 here, LTO-IR 1.65 (their own format versions): not
             a PTX ISA, so ``ptx_isa`` is None for them.
 0x1C  u32   SM number (86 for sm_86 and for compute_86 PTX)
-0x28  u64   flags: 0x1 64-bit, 0x10 Linux host, 0x40 Windows host (MSVC
+0x28  u64   flags: 0x1 64-bit, 0x2 debug (``nvcc -G``: the PTX says
+            ``.target sm_86, debug``), 0x10 Linux host, 0x40 Windows host (MSVC
             builds; cufft64_11.dll's .data fat binaries say Linux), 0x2000
             LZ4 (``--compress-mode=speed``; most CUDA 12 Windows wheels),
             0x8000 zstd (the CUDA 13 default and ``size``/``balance``),
@@ -153,6 +154,11 @@ _CAN_RELEASE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "M
 )
 
 KIND_NAMES = {1: "ptx", 2: "sass", 8: "lto-ir"}
+#: __fatBinC_Wrapper_t version of nvcc's device-link stub (FATBINC_LINK_VERSION)
+LINK_WRAPPER_VERSION = 2
+#: A cubin's section header table is read only up to this many sections.
+MAX_CUBIN_SECTIONS = 1 << 16
+FLAG_DEBUG = 0x2  # nvcc -G: PTX written with `.target sm_XX, debug` (checked: nvcc 13.0, -G -fatbin)
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a
@@ -176,6 +182,7 @@ class FatbinEntry:
     relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
     size: int  # padded payload size
     uncompressed_size: int  # header field 0x38 when compressed, else == size
+    debug: bool = False  # built with -G (header flag 0x2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -202,19 +209,46 @@ class KernelReport:
     lto_ir_archs: tuple[str, ...] = ()
     state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
     compressed: bool = False  # any entry compressed
+    #: Modules: containers outside relocatable sections that carry code (see
+    #: the module docstring, "Modules"); how many of them have usable PTX.
+    modules: int = 0
+    modules_with_ptx: int = 0
+    #: modules whose only PTX was built with -G (`.target sm_XX, debug`),
+    #: counted in modules_with_ptx: not every ZLUDA release parses it
+    modules_debug_ptx_only: int = 0
+    #: containers without code: nvlink's device-link stub of a non -rdc
+    #: build (cubins without a .text section), or empty containers
+    codeless_containers: int = 0
+
+    @property
+    def modules_without_ptx(self) -> int:
+        return self.modules - self.modules_with_ptx
 
     def to_dict(self) -> dict:
         """JSON-friendly summary (entries themselves are left out)."""
         return {
+            "modules": {
+                "total": self.modules,
+                "with_ptx": self.modules_with_ptx,
+                "without_ptx": self.modules_without_ptx,
+                "debug_ptx_only": self.modules_debug_ptx_only,
+                "codeless_containers": self.codeless_containers,
+            },
             "state": self.state,
             "sass": list(self.sass_archs),
-            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
+            "ptx": [{"arch": a, "isa": i, "target": _target_kind(a)} for a, i in self.ptx_archs],
             "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
             "lto_ir": list(self.lto_ir_archs),
             "containers": self.containers,
             "sections": list(self.sections),
             "compressed": self.compressed,
         }
+
+
+def _target_kind(arch: str) -> str:
+    """PTX target kind: "arch-specific" (sm_90a: runs only on that SM), "family"
+    (sm_100f: that family), else "portable" (JIT-compiled for any later SM)."""
+    return "arch-specific" if arch.endswith("a") else "family" if arch.endswith("f") else "portable"
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:
@@ -246,7 +280,7 @@ def _extent(sec: Section, filesize: int, strict: bool = True) -> tuple[int, int]
 
 
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release")
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "kinds", "link_targets")
 
     def __init__(self, buf) -> None:
         self.buf = buf
@@ -257,6 +291,8 @@ class _Scan:
         self.sections: dict[str, None] = {}
         self.containers = 0
         self._names: dict[tuple, tuple] = {}  # interned kind/arch/isa strings
+        self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
+        self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
 
     def release(self, start: int, end: int) -> None:
         """Drop the mapping's resident pages in [start, end) (file-backed and
@@ -305,6 +341,9 @@ class _Scan:
         relocatable = section in RELOCATABLE_SECTIONS
         entries = self.entries
         names_cache = self._names
+        ptx = debug_ptx = 0
+        cubins: list[tuple[int, int, bool]] = []  # (payload offset, size, compressed)
+        other_code = False
         e = first
         while e < stop:
             if e + MIN_ENTRY_HEADER > stop:
@@ -339,11 +378,20 @@ class _Scan:
                     f"sm_{arch}{suffix}",
                     f"{major}.{minor}" if kind == 1 else None,
                 )
-            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc)
+            debug = bool(flags & FLAG_DEBUG)
+            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc, debug)
+            if kind == 1:
+                ptx += 1
+                debug_ptx += debug
+            elif kind == 2:
+                cubins.append((e + ehs, psize, compression != "none"))
+            else:
+                other_code = True
             entries.append(entry)
             if len(entries) > MAX_ENTRIES:
                 raise MalformedBinary(f"more than {MAX_ENTRIES} fat binary entries (hostile input?)")
             e = nxt
+        self.kinds[off] = _module_kind(buf, relocatable, ptx, debug_ptx, cubins, other_code)
         return stop
 
     # -- a container section, walked -----------------------------------------------------
@@ -424,6 +472,52 @@ class _Scan:
         self.release(mark, end)
 
 
+def _module_kind(buf, relocatable: bool, ptx: int, debug_ptx: int,
+                 cubins: list[tuple[int, int, bool]], other_code: bool) -> str:
+    """What one container is as a module the CUDA runtime registers.
+
+    "relocatable" (-rdc input, not a registered module), "ptx" (has PTX),
+    "debug-ptx" (its only PTX was built with -G), "codeless" (empty, or
+    SASS whose cubins hold no code section: nvlink's device-link stub),
+    "compressed-sass" (SASS only, compressed: whether it holds code is
+    decided with the wrappers, see _report), "sass" (SASS/LTO-IR with code
+    and no PTX).
+    """
+    if relocatable:
+        return "relocatable"
+    if ptx:
+        return "debug-ptx" if ptx == debug_ptx else "ptx"
+    if other_code:
+        return "sass"
+    if not cubins:
+        return "codeless"
+    if any(compressed for _, _, compressed in cubins):
+        return "compressed-sass"
+    return "sass" if any(_cubin_has_code(buf, at, size) for at, size, _ in cubins) else "codeless"
+
+
+def _cubin_has_code(buf, at: int, size: int) -> bool:
+    """Whether an uncompressed cubin (an ELF image) has a `.text.<kernel>`
+    section. Only its section header table and section name table are read;
+    anything that is not a well-formed ELF64 counts as code (the safe side)."""
+    end = at + size
+    if size < 64 or buf[at : at + 4] != b"\x7fELF" or buf[at + 4] != 2:
+        return True
+    shoff, = struct.unpack_from("<Q", buf, at + 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", buf, at + 0x3A)
+    if shentsize < 64 or shnum > MAX_CUBIN_SECTIONS or shstrndx >= shnum or at + shoff + shnum * shentsize > end:
+        return True
+    str_off, str_size = struct.unpack_from("<QQ", buf, at + shoff + shstrndx * shentsize + 0x18)
+    names_start = at + str_off
+    if str_off + str_size > size:
+        return True
+    for i in range(shnum):
+        (name,) = struct.unpack_from("<I", buf, at + shoff + i * shentsize)
+        if name < str_size and buf[names_start + name : names_start + name + 6] == b".text.":
+            return True
+    return False
+
+
 def _image_base(buf, size: int) -> int:
     """PE ImageBase from the optional header (wrapper pointers are absolute VAs)."""
     if size < 0x40:
@@ -479,6 +573,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
             count += 1
             if count > MAX_WRAPPERS:
                 raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+            (version,) = struct.unpack_from(endian + "I", buf, hit + 4)
             (target,) = ptr.unpack_from(buf, hit + 8)
             if not target:
                 continue
@@ -488,9 +583,13 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 continue
             va0 = starts[i]
             va1, fstart, fend, name = spans[va0]
-            if rva >= va1 or name in CONTAINER_SECTIONS:
-                continue  # maps nowhere, or into a section walked already
+            if rva >= va1:
+                continue  # maps nowhere
             off = fstart + (rva - va0)
+            if version == LINK_WRAPPER_VERSION:
+                scan.link_targets.add(off)
+            if name in CONTAINER_SECTIONS:
+                continue  # a section walked already
             if off not in scan.seen and off + 16 <= fend and buf[off : off + 4] == MAGIC_BYTES:
                 scan.container(off, fend, name)
 
@@ -552,6 +651,25 @@ def _report(scan: _Scan) -> KernelReport:
     def pairs(items):
         return tuple(sorted(items, key=lambda p: (arch_sort_key(p[0]), p[1])))
 
+    # A compressed SASS-only container is nvlink's device-link stub when a
+    # version-2 wrapper points at it and the file has no relocatable device
+    # code: without -rdc the device link has nothing to link (checked on the
+    # uncompressed fixtures: those stubs' cubins have no .text section).
+    has_relocatable = any(kind == "relocatable" for kind in scan.kinds.values())
+    modules = with_ptx = debug_only = codeless = 0
+    for off, kind in scan.kinds.items():
+        if kind == "compressed-sass":
+            kind = "codeless" if off in scan.link_targets and not has_relocatable else "sass"
+        if kind == "relocatable":
+            continue
+        if kind == "codeless":
+            codeless += 1
+            continue
+        modules += 1
+        if kind in ("ptx", "debug-ptx"):
+            with_ptx += 1
+            debug_only += kind == "debug-ptx"
+
     return KernelReport(
         entries=entries,
         containers=scan.containers,
@@ -562,4 +680,8 @@ def _report(scan: _Scan) -> KernelReport:
         lto_ir_archs=tuple(sorted(lto, key=arch_sort_key)),
         state=state,
         compressed=compressed,
+        modules=modules,
+        modules_with_ptx=with_ptx,
+        modules_debug_ptx_only=debug_only,
+        codeless_containers=codeless,
     )
