@@ -11,6 +11,7 @@ from typing import TYPE_CHECKING, Literal
 
 if TYPE_CHECKING:
     from cuda4amd.scan.read.byname import NameReference
+    from cuda4amd.scan.read.drivernames import DriverNames
     from cuda4amd.scan.read.fatbin import KernelReport
 
 BinaryFormat = Literal["PE", "ELF"]
@@ -79,3 +80,4 @@ class ScannedBinary:
     distribution: str | None = None
     kernels: KernelReport | None = None  # fat binary contents, when it has any
     by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time
+    driver_names: DriverNames | None = None  # driver functions it names, when it loads the driver by name

@@ -54,6 +54,9 @@ def _binary(verdict) -> dict:
         "reasons": verdict.reasons,
         "notes": verdict.notes,
         "kernels": (binary.kernels or NO_KERNELS).to_dict(),
+        "driver_names": None
+        if binary.driver_names is None
+        else {"names": list(binary.driver_names.names), "runtime_table": binary.driver_names.runtime_table},
         "nvidia_library": None
         if me.family is None
         else {"family": me.family, "route": me.route, "basis": me.basis, "replacement": me.replacement},

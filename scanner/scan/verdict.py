@@ -178,7 +178,8 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call returns NOT_SUPPORTED")
         elif stubs:
-            result.worsen("degraded", f"{name}: {len(stubs)} imported function(s) are ZLUDA stubs that return NOT_SUPPORTED ({_names(stubs)})")
+            what = "imported function(s)" if load != "by-name" else "function(s) it resolves by name (cuGetProcAddress/dlsym)"
+            result.worsen("degraded", f"{name}: {len(stubs)} {what} are ZLUDA stubs that return NOT_SUPPORTED ({_names(stubs)})")
         if edge.ordinals:
             result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
     elif ident.route == "blocked":
@@ -201,7 +202,8 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
         (result, dep)
         for result in results.values()
         for dep in result.dependencies
-        if dep.edge.in_tree and not dep.is_cuda and dep.edge.resolved in results and dep.edge.resolved != result.binary.path
+        if dep.edge.in_tree and dep.edge.resolved in results and dep.edge.resolved != result.binary.path
+        and (not dep.is_cuda or _judged_in_tree(dep))
     ]
     changed = True
     while changed:  # verdicts only get worse and reasons only accumulate: this ends
@@ -217,6 +219,13 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
                 changed |= result.worsen("blocked", f"needs {dep.edge.resolved}, which is blocked: {deciding}")
             else:
                 changed |= result.worsen("degraded", f"loads {dep.edge.resolved} ({dep.edge.load}), which is {needed.verdict}: {deciding}")
+
+
+def _judged_in_tree(dep: Dependency) -> bool:
+    """An NVIDIA library ZLUDA does not replace, found in the tree and judged
+    by its own kernels and driver calls: its importers inherit that verdict
+    (a blocked one is judged on the edge itself, see _judge_dependency)."""
+    return dep.identity.basis == "in-tree" and dep.identity.route == "passthrough"
 
 
 def _names(names) -> str:
