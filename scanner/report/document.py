@@ -75,6 +75,8 @@ def _package(package) -> dict:
         "advice": package.advice,
         "loads": package.loads,
         "binaries": package.binaries,
+        "counts": package.counts,
+        "summary": package.summary,
     }
 
 
