@@ -6,6 +6,7 @@ renders what comes back.
 from __future__ import annotations
 
 import os
+import posixpath
 import shutil
 import tempfile
 import time
@@ -96,12 +97,18 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.discovering()
-    found = discovery.discover(target)
+    # A single binary is scanned with its folder, its application directory:
+    # the libraries it loads from there decide its verdict too.
+    walked = _application_folder(target) if target.kind == "file" else target
+    found = discovery.discover(walked)
+    focus = _focus(target, found) if target.kind == "file" else None
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
     progress.reading(len(found.binaries))
-    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
+    binaries, read_errors = read_all(walked, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
+    if focus is not None:
+        _check_focus_read(target, focus, read_errors)
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -115,7 +122,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         found.aliases,
         rules,
         options.search_paths,
-        target.path if target.kind != "archive" else None,
+        walked.path if walked.kind != "archive" else None,
         expand=lambda template, platform: expand_template(template, rules, platform),
     )
     by_path = {b.path: b for b in binaries}
@@ -127,6 +134,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     ptx = load_ptx_facts(options.rule_dirs).get(release.tag)
     verdicts = decide(binaries, dependencies, identities, gaps, ptx)
     packages = _packages(verdicts, distributions, options, rules, release)
+    errors = found.errors + read_errors
+    if focus is not None:
+        binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -134,7 +144,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         release=release,
         engine=options.engine,
         verdicts=verdicts,
-        errors=sorted(found.errors + read_errors, key=lambda e: e.path),
+        errors=sorted(errors, key=lambda e: e.path),
         verdict=overall(verdicts),
         binaries=binaries,
         edges=edges,
@@ -143,6 +153,56 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         host=host,
         basis=basis,
         timings=timings,
+    )
+
+
+def _application_folder(target: discovery.Target) -> discovery.Target:
+    folder = target.path.parent
+    return discovery.Target("folder", folder, target.display, (folder,))
+
+
+def _focus(target: discovery.Target, found: discovery.Discovery) -> str:
+    """The target file's path in its folder's discovery; an input error
+    (exit 2) when it is unreadable or neither a binary nor an archive."""
+    name = discovery.printable(target.path.name)
+    if any(b.path == name for b in found.binaries):
+        return name
+    if name in found.aliases:
+        return found.aliases[name]
+    problem = next((e.message for e in found.errors if e.path == name), None)
+    if problem is not None:
+        raise discovery.TargetError(f"{target.display}: cannot read it ({problem})")
+    raise discovery.TargetError(
+        f"{target.display}: not a PE or ELF binary, nor a wheel or zip archive (a truncated or damaged archive "
+        "has no readable directory)"
+    )
+
+
+def _check_focus_read(target: discovery.Target, focus: str, errors: list[FileError]) -> None:
+    problem = next((e.message for e in errors if e.path == focus and e.stage == "read"), None)
+    if problem is not None:
+        raise discovery.TargetError(f"{target.display}: not a readable binary ({problem})")
+
+
+def _reached_from(focus: str, binaries: list[ScannedBinary], edges: list[Edge],
+                  verdicts: list[BinaryVerdict], errors: list[FileError]):
+    """Keep the target binary and what it loads from its folder, transitively;
+    errors only for files it asks for."""
+    out: dict[str, list[Edge]] = {}
+    for edge in edges:
+        out.setdefault(edge.source, []).append(edge)
+    keep, stack = {focus}, [focus]
+    while stack:
+        for edge in out.get(stack.pop(), ()):
+            if edge.in_tree and edge.resolved and edge.resolved not in keep:
+                keep.add(edge.resolved)
+                stack.append(edge.resolved)
+    asked = {posixpath.basename(e.name.replace("\\", "/")).casefold() for e in edges if e.source in keep}
+    return (
+        [b for b in binaries if b.path in keep],
+        [e for e in edges if e.source in keep],
+        [v for v in verdicts if v.binary.path in keep],
+        [e for e in errors if e.path == focus or posixpath.basename(e.path).casefold() in asked],
     )
 
 

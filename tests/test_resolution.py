@@ -1,0 +1,69 @@
+"""Resolution as the loader does it: a single binary with its folder, input
+errors, libraries found through --search-path, verdicts through in-tree
+NVIDIA libraries, and other distributions' folders (issue 10, item 6)."""
+from __future__ import annotations
+
+import shutil
+import zipfile
+
+from click.testing import CliRunner
+from conftest import FIXTURES, by_path, dependency
+
+from cuda4amd.cli import main
+
+TOOL = FIXTURES / "demo" / "Tool"
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)))
+
+
+def test_a_single_binary_is_scanned_with_its_folder(scan):
+    report = scan(TOOL / "tool.exe")
+    assert report["target"]["kind"] == "file"
+    binaries = by_path(report)
+    # what it loads from its folder is read and judged; the plugins it does not load are left out
+    assert {path: b["verdict"] for path, b in binaries.items()} == {"render.dll": "degraded", "tool.exe": "degraded"}
+    assert dependency(binaries["tool.exe"], "render.dll")["how"] == "same-folder"
+    assert binaries["tool.exe"]["reasons"][0].startswith("loads render.dll (static), which is degraded")
+    assert report["verdict"] == "partial"
+
+
+def test_a_library_alone_is_judged_with_what_sits_next_to_it(scan):
+    report = scan(TOOL / "render.dll")
+    assert [b["path"] for b in report["binaries"]] == ["render.dll"]
+    assert report["binaries"][0]["verdict"] == "degraded"
+
+
+def test_unreadable_truncated_and_non_archive_targets_are_input_errors(tmp_path):
+    text = run("scan", TOOL / "readme.txt")
+    assert text.exit_code == 2 and "not a PE or ELF binary, nor a wheel or zip archive" in text.output
+    truncated = run("scan", FIXTURES / "corrupt" / "truncated.so")
+    assert truncated.exit_code == 2 and "not a readable binary" in truncated.output
+    not_zip = tmp_path / "fake-1.0-py3-none-any.whl"
+    not_zip.write_bytes(b"this is not a zip archive\n")
+    assert run("scan", not_zip).exit_code == 2
+    archive = tmp_path / "cut-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.write(FIXTURES / "pe" / "app_ready.exe", "pkg/app_ready.exe")
+    cut = tmp_path / "cut2-1.0-py3-none-any.whl"
+    cut.write_bytes(archive.read_bytes()[:-40])  # the central directory's end is gone
+    assert run("scan", cut).exit_code == 2
+    # the working archive scans
+    assert run("scan", archive).exit_code == 0
+
+
+def test_in_tree_nvidia_libraries_pass_their_verdict_to_their_importers(tmp_path, scan):
+    """A cuSOLVER that ZLUDA does not replace, here with PTX in only one of
+    its two kernel modules (the nvcc-built axpy_fatb.dll under cuSOLVER's
+    name): degraded, and so is solver_user.dll, which imports it."""
+    shutil.copy(FIXTURES / "pe" / "solver_user.dll", tmp_path / "solver_user.dll")
+    shutil.copy(FIXTURES / "kernels" / "pe" / "axpy_fatb.dll", tmp_path / "cusolver64_11.dll")
+    binaries = by_path(scan(tmp_path))
+    solver = binaries["cusolver64_11.dll"]
+    assert solver["nvidia_library"]["basis"] == "in-tree" and solver["verdict"] == "degraded"
+    user = binaries["solver_user.dll"]
+    assert dependency(user, "cusolver64_11.dll")["route"] == "passthrough"
+    assert user["verdict"] == "degraded"
+    assert any(r.startswith("loads cusolver64_11.dll (static), which is degraded: NVIDIA cuSOLVER library")
+               for r in user["reasons"])
