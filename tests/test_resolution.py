@@ -67,3 +67,37 @@ def test_in_tree_nvidia_libraries_pass_their_verdict_to_their_importers(tmp_path
     assert user["verdict"] == "degraded"
     assert any(r.startswith("loads cusolver64_11.dll (static), which is degraded: NVIDIA cuSOLVER library")
                for r in user["reasons"])
+
+
+def search_path_layout(tmp_path):
+    app, libs = tmp_path / "app", tmp_path / "libs"
+    app.mkdir()
+    libs.mkdir()
+    shutil.copy(TOOL / "tool.exe", app / "tool.exe")
+    shutil.copy(TOOL / "render.dll", libs / "render.dll")
+    return app, libs
+
+
+def test_libraries_found_through_the_search_path_are_read_and_judged(tmp_path, scan):
+    app, libs = search_path_layout(tmp_path)
+    report = scan(app, search_paths=(libs,))
+    binaries = by_path(report)
+    render = binaries[str(libs / "render.dll")]
+    assert render["verdict"] == "degraded"
+    assert dependency(render, "cublas64_12.dll")["symbols"]["stub"] == ["cublasDgemm_v2"]
+    tool = binaries["tool.exe"]
+    assert dependency(tool, "render.dll")["how"] == "search-path"
+    assert tool["verdict"] == "degraded"
+    assert tool["reasons"][0].startswith(f"loads {libs / 'render.dll'} (static), which is degraded")
+    # without the search path render.dll is merely unresolved
+    alone = by_path(scan(app))["tool.exe"]
+    assert dependency(alone, "render.dll")["how"] == "unresolved"
+
+
+def test_the_fix_green_lights_what_a_search_path_library_needs(tmp_path):
+    from test_fix_support import WIN_HOST, WIN_ZIP
+
+    app, libs = search_path_layout(tmp_path)
+    result = run("scan", app, "--search-path", libs, "--host", WIN_HOST, "--fix", "--dry-run", "--zluda", WIN_ZIP)
+    assert f"cublas64_12.dll  ← {libs / 'render.dll'} (static)" in result.output
+    assert "copy   .cuda4amd/zluda/cublas64_12.dll" in result.output

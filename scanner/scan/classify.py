@@ -123,7 +123,7 @@ def classify_edges(
         identity = cache.get(key)
         if identity is None:
             identity = cache[key] = identify(edge.name, edge.platform, rules, release)
-        if in_tree and edge.in_tree and edge.resolved in in_tree:
+        if in_tree and edge.resolved in in_tree:  # in the tree, or read through --search-path
             identity = in_tree[edge.resolved]
         binary = binaries[edge.source]
         if (edge.load == "by-name" and identity.zluda_library == "driver" and binary.driver_names is not None

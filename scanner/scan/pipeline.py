@@ -117,14 +117,25 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
-    edges = resolve_edges(
-        binaries,
-        found.aliases,
-        rules,
-        options.search_paths,
-        walked.path if walked.kind != "archive" else None,
-        expand=lambda template, platform: expand_template(template, rules, platform),
-    )
+    def resolve(binaries):
+        return resolve_edges(
+            binaries,
+            found.aliases,
+            rules,
+            options.search_paths,
+            walked.path if walked.kind != "archive" else None,
+            expand=lambda template, platform: expand_template(template, rules, platform),
+        )
+
+    edges = resolve(binaries)
+    if options.search_paths:
+        # Libraries found through --search-path are read and judged like the
+        # tree's own (their own dependencies too), under their absolute path.
+        outside, outside_errors = _read_outside(edges, binaries, options.engine, PayloadInspector(rules, release), resolve)
+        if outside:
+            binaries = binaries + outside
+            edges = resolve(binaries)
+        read_errors += outside_errors
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
@@ -154,6 +165,38 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         basis=basis,
         timings=timings,
     )
+
+
+def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000):
+    """Read the binaries that edges resolve to through --search-path, and
+    theirs, until no new one turns up (at most `limit` files)."""
+    known = {b.path for b in binaries}
+    outside: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
+    while pending and len(outside) + len(errors) < limit:
+        fresh = []
+        for path in pending:
+            known.add(path)
+            try:
+                with mapped(path) as buf:
+                    info = read_buffer(buf, engine, path if engine == "lief" else None)
+                    binary = ScannedBinary(path, info, os.path.getsize(path))
+                    payload = inspector.inspect(path, buf, info)
+                    binary.kernels, binary.by_name = payload.kernels, payload.by_name
+                    binary.driver_names = payload.driver_names
+                    errors.extend(payload.errors)
+            except MalformedBinary as exc:
+                errors.append(FileError(path, "read", str(exc)))
+                continue
+            except OSError as exc:
+                errors.append(FileError(path, "read", exc.strerror or str(exc)))
+                continue
+            outside.append(binary)
+            fresh.append(binary)
+        edges = resolve(binaries + outside)
+        pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
+    return outside, errors
 
 
 def _application_folder(target: discovery.Target) -> discovery.Target:

@@ -202,7 +202,7 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
         (result, dep)
         for result in results.values()
         for dep in result.dependencies
-        if dep.edge.in_tree and dep.edge.resolved in results and dep.edge.resolved != result.binary.path
+        if dep.edge.resolved in results and dep.edge.resolved != result.binary.path  # in the tree, or read through --search-path
         and (not dep.is_cuda or _judged_in_tree(dep))
     ]
     changed = True
