@@ -101,3 +101,35 @@ def test_the_fix_green_lights_what_a_search_path_library_needs(tmp_path):
     result = run("scan", app, "--search-path", libs, "--host", WIN_HOST, "--fix", "--dry-run", "--zluda", WIN_ZIP)
     assert f"cublas64_12.dll  ← {libs / 'render.dll'} (static)" in result.output
     assert "copy   .cuda4amd/zluda/cublas64_12.dll" in result.output
+
+
+def test_another_distributions_folder_counts_only_where_a_framework_rule_adds_it(tmp_path, scan):
+    from test_packages import install
+
+    site = tmp_path / "site-packages"
+    solver = FIXTURES / "kernels" / "elf" / "libaxpy_ptx86.so"  # an nvcc-built library with PTX, as cuSOLVER 11
+    install(site, "nvidia-cusolver-cu11", "11.4.1", {"nvidia/cusolver/lib/libcusolver.so.11": solver})
+    # libuser_rpath.so needs libcusolver.so.11, which its RPATH does not find
+    install(site, "oldpkg", "1.0", {"oldpkg/libuser_rpath.so": FIXTURES / "elf" / "libuser_rpath.so"})
+    install(site, "torch", "2.0.0", {"torch/lib/libuser_rpath.so": FIXTURES / "elf" / "libuser_rpath.so"})
+    binaries = by_path(scan(site))
+    # nothing puts nvidia/cusolver/lib on oldpkg's search path
+    old = dependency(binaries["oldpkg/libuser_rpath.so"], "libcusolver.so.11")
+    assert (old["how"], old["resolved"], old["via"]) == ("unresolved", None, None)
+    # torch preloads nvidia/*/lib (torch/__init__.py _preload_cuda_deps; rules/frameworks/torch.toml)
+    torch = dependency(binaries["torch/lib/libuser_rpath.so"], "libcusolver.so.11")
+    assert (torch["how"], torch["resolved"]) == ("framework-folder", "nvidia/cusolver/lib/libcusolver.so.11")
+    assert torch["via"] == "framework rule torch: adds nvidia/*/lib"
+    assert torch["basis"] == "in-tree" and torch["route"] == "passthrough"
+
+
+def test_within_one_distribution_elsewhere_in_tree_still_counts(tmp_path, scan):
+    from test_packages import install
+
+    site = tmp_path / "site-packages"
+    install(site, "onepkg", "1.0", {
+        "onepkg/libs/libcusolver.so.11": FIXTURES / "kernels" / "elf" / "libaxpy_ptx86.so",
+        "onepkg/ext/libuser_rpath.so": FIXTURES / "elf" / "libuser_rpath.so",
+    })
+    dep = dependency(by_path(scan(site))["onepkg/ext/libuser_rpath.so"], "libcusolver.so.11")
+    assert (dep["how"], dep["resolved"], dep["via"]) == ("elsewhere-in-tree", "onepkg/libs/libcusolver.so.11", None)

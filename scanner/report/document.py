@@ -91,6 +91,7 @@ def _dependency(dep) -> dict:
         "replacement": ident.replacement,
         "resolved": edge.resolved,
         "how": edge.how,
+        "via": edge.via,
         "symbols": {state: list(names) for state, names in dep.symbols.items()},
         "ordinals": list(edge.ordinals),
     }

@@ -37,7 +37,7 @@ from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
     "FRAMEWORKS_DIR", "SASS_ONLY", "SWITCH_KINDS", "LOAD_KINDS", "CONFIDENCE",
-    "LibraryLoad", "Switch", "Instead", "Framework",
+    "LibraryLoad", "Switch", "Instead", "SearchFolders", "Framework",
     "load_frameworks", "framework_for", "advice_for",
 ]
 
@@ -97,6 +97,18 @@ class Instead:
 
 
 @dataclass(frozen=True)
+class SearchFolders:
+    """Folders of other distributions the framework puts on its library
+    search path (or preloads from), as globs relative to the site-packages
+    folder that holds it ('nvidia/*/lib'), with the loader code that does it."""
+
+    folders: tuple[str, ...]
+    source: str
+    platform: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Framework:
     id: str
     name: str
@@ -106,6 +118,7 @@ class Framework:
     instead: tuple[Instead, ...]
     provenance: Provenance
     notes: tuple[str, ...] = ()
+    search_folders: tuple[SearchFolders, ...] = ()
     #: family id -> display name ("blaslt" -> "cuBLASLt"), for the families this file cites
     family_names: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     source: Path | None = field(default=None, compare=False)
@@ -136,6 +149,8 @@ _SWITCH_OPTIONAL = {"note": _is_str, "advice": _is_str, "platform": _is_str, "re
                     "confidence": _is_str}
 _INSTEAD_REQUIRED = {"when": _is_nonempty_str, "advice": _is_nonempty_str}
 _INSTEAD_OPTIONAL = {"note": _is_str, "platform": _is_str, "confidence": _is_str}
+_FOLDERS_REQUIRED = {"folders": _is_str_list, "source": _is_nonempty_str}
+_FOLDERS_OPTIONAL = {"platform": _is_str, "note": _is_str}
 
 
 def load_frameworks(
@@ -184,7 +199,7 @@ def _frameworks_folder(rules_dir: str | os.PathLike[str] | None) -> Path:
 def _load_file(path: Path, families: dict[str, str]) -> Framework:
     doc = _read_toml(path)
     prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead"))
+    _top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead", "search_folders"))
     if "framework" not in doc:
         raise RulesError(path, "missing the [framework] table (id, name, distributions)")
     head = _check(path, "[framework]", doc["framework"], _FRAMEWORK_REQUIRED, _FRAMEWORK_OPTIONAL)
@@ -263,6 +278,19 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
             confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
         ))
 
+    search_folders: list[SearchFolders] = []
+    for i, row in enumerate(_rows(path, doc, "search_folders")):
+        where = f"search_folders #{i + 1}"
+        _check(path, where, row, _FOLDERS_REQUIRED, _FOLDERS_OPTIONAL)
+        if not row["folders"] or not all(f.strip() and not f.startswith(("/", "..")) for f in row["folders"]):
+            raise RulesError(path, f"{where}: 'folders' must list relative folder globs (no leading / or ..)")
+        search_folders.append(SearchFolders(
+            folders=tuple(f.strip("/") for f in row["folders"]),
+            source=row["source"],
+            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            note=row.get("note", ""),
+        ))
+
     return Framework(
         id=fid,
         name=head["name"],
@@ -272,6 +300,7 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
         instead=tuple(instead),
         provenance=prov,
         notes=tuple(head.get("notes", ())),
+        search_folders=tuple(search_folders),
         family_names=tuple(sorted((f, families[f]) for f in cited)),
         source=path,
     )

@@ -5,6 +5,7 @@ renders what comes back.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
 import posixpath
 import shutil
@@ -113,10 +114,12 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     distributions = find_distributions(target)
+    frameworks = _frameworks(options, rules) if distributions else ()
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
+    reach = _reach(binaries, distributions, frameworks)
     def resolve(binaries):
         return resolve_edges(
             binaries,
@@ -125,6 +128,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
             options.search_paths,
             walked.path if walked.kind != "archive" else None,
             expand=lambda template, platform: expand_template(template, rules, platform),
+            reach=reach,
         )
 
     edges = resolve(binaries)
@@ -144,7 +148,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
     ptx = load_ptx_facts(options.rule_dirs).get(release.tag)
     verdicts = decide(binaries, dependencies, identities, gaps, ptx)
-    packages = _packages(verdicts, distributions, options, rules, release)
+    packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
     errors = found.errors + read_errors
     if focus is not None:
         binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
@@ -272,11 +276,7 @@ def _gpu_text(host: HostReport) -> str:
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
 
 
-def _packages(
-    verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet, release: ZludaRelease
-) -> list[PackageVerdict]:
-    if not distributions:
-        return []
+def _frameworks(options: ScanOptions, rules: RuleSet) -> tuple:
     from cuda4amd.rules.frameworks import load_frameworks
 
     # a user's rules folders come first, so their framework files win
@@ -284,8 +284,43 @@ def _packages(
     for folder in options.rule_dirs:
         if (folder / "frameworks").is_dir():
             frameworks += load_frameworks(folder, rules=rules)
-    frameworks += load_frameworks(rules=rules)
-    return package_verdicts(verdicts, distributions, frameworks, rules, release)
+    return frameworks + load_frameworks(rules=rules)
+
+
+def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], frameworks: Sequence):
+    """Whether a library found only elsewhere in the tree counts for a binary
+    (graph.resolve_edges' `reach`): within its own distribution, or where
+    either file belongs to none, yes (Python packages put their own folders on
+    the search path); in another distribution's folder only where the
+    consumer's framework rule says it adds that folder ([[search_folders]])."""
+    from cuda4amd.rules.frameworks import framework_for
+
+    owner = {b.path: b.distribution for b in binaries}
+    formats = {b.path: b.info.format for b in binaries}
+    roots = {d.name: posixpath.dirname(d.dist_info) for d in distributions}
+    rules_of = {d.name: framework_for(d.name, frameworks) for d in distributions}
+
+    def reach(source: str, hit: str) -> tuple[bool, str | None]:
+        mine, theirs = owner.get(source), owner.get(hit)
+        if mine is None or theirs is None or mine == theirs:
+            return True, None
+        framework = rules_of.get(mine)
+        if framework is None:
+            return False, None
+        platform = "windows" if formats.get(source) == "PE" else "linux"
+        root = roots.get(mine, "")
+        folder = posixpath.dirname(hit)
+        rel = posixpath.relpath(folder, root) if root else folder
+        fold = str.casefold if platform == "windows" else str
+        for rule in framework.search_folders:
+            if rule.platform not in (None, platform):
+                continue
+            for pattern in rule.folders:
+                if fnmatch.fnmatchcase(fold(rel), fold(pattern)):
+                    return True, f"framework rule {framework.id}: adds {pattern}"
+        return False, None
+
+    return reach
 
 
 def read_all(
