@@ -133,3 +133,30 @@ def test_within_one_distribution_elsewhere_in_tree_still_counts(tmp_path, scan):
     })
     dep = dependency(by_path(scan(site))["onepkg/ext/libuser_rpath.so"], "libcusolver.so.11")
     assert (dep["how"], dep["resolved"], dep["via"]) == ("elsewhere-in-tree", "onepkg/libs/libcusolver.so.11", None)
+
+
+def test_a_folder_holding_wheels_and_zips_scans_them_too(tmp_path, scan):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "pe" / "app_ready.exe", folder / "app_ready.exe")
+    with zipfile.ZipFile(folder / "blaspkg-1.0-py3-none-win_amd64.whl", "w") as wheel:
+        wheel.write(FIXTURES / "pe" / "blas_mixed.dll", "blaspkg/blas_mixed.dll")
+        wheel.writestr("blaspkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: blaspkg\nVersion: 1.0\n")
+        wheel.writestr("blaspkg-1.0.dist-info/RECORD", "blaspkg/blas_mixed.dll,,\nblaspkg-1.0.dist-info/METADATA,,\n")
+    with zipfile.ZipFile(folder / "tool.zip", "w") as archive:
+        for name in ("tool.exe", "render.dll"):
+            archive.write(TOOL / name, f"Tool/{name}")
+    (folder / "broken.zip").write_bytes(b"PK\x03\x04 not really")
+    report = scan(folder)
+    binaries = by_path(report)
+    assert {path: b["verdict"] for path, b in binaries.items()} == {
+        "app_ready.exe": "ready",
+        "blaspkg-1.0-py3-none-win_amd64.whl/blaspkg/blas_mixed.dll": "degraded",
+        "tool.zip/Tool/render.dll": "degraded",
+        "tool.zip/Tool/tool.exe": "degraded",
+    }
+    assert [b["path"] for b in report["binaries"]] == sorted(binaries)
+    assert dependency(binaries["tool.zip/Tool/tool.exe"], "render.dll")["resolved"] == "tool.zip/Tool/render.dll"
+    assert binaries["blaspkg-1.0-py3-none-win_amd64.whl/blaspkg/blas_mixed.dll"]["distribution"] == "blaspkg"
+    (package,) = report["packages"]
+    assert (package["name"], package["verdict"]) == ("blaspkg", "partial")

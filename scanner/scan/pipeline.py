@@ -13,7 +13,7 @@ import tempfile
 import time
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
@@ -110,10 +110,19 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     binaries, read_errors = read_all(walked, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
     if focus is not None:
         _check_focus_read(target, focus, read_errors)
+    distributions = find_distributions(target)
+    if walked.kind in ("folder", "site-packages", "venv") and focus is None:
+        # wheels and zips in a folder are scanned too, their members under the archive's path
+        for archive in _archives_in(walked):
+            more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options.engine, PayloadInspector(rules, release))
+            binaries += more
+            read_errors += more_errors
+            distributions += more_distributions
+            found.files_seen += seen
+        binaries.sort(key=lambda b: b.path)
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    distributions = find_distributions(target)
     frameworks = _frameworks(options, rules) if distributions else ()
     if distributions:
         owners = owner_map(distributions)
@@ -201,6 +210,42 @@ def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000
         edges = resolve(binaries + outside)
         pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
     return outside, errors
+
+
+ARCHIVE_SUFFIXES = (".whl", ".zip")
+
+
+def _archives_in(target: discovery.Target) -> list[Path]:
+    """The wheels and zip archives below a folder target's roots (cuda4amd's own folder left out)."""
+    found: list[Path] = []
+    for root in target.roots or (target.path,):
+        for folder, dirs, files in os.walk(root, onerror=lambda exc: None):
+            dirs[:] = sorted(d for d in dirs if d != discovery.OWN_FOLDER)
+            for name in sorted(files):
+                path = Path(folder) / name
+                if name.lower().endswith(ARCHIVE_SUFFIXES) and path.is_file() and zipfile.is_zipfile(path):
+                    found.append(path)
+    return found
+
+
+def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: PayloadInspector):
+    """Read one archive of a folder: its binaries, errors and distributions,
+    with paths prefixed by the archive's path in the folder."""
+    prefix = discovery.printable(os.path.relpath(path, walked.path)).replace(os.sep, "/") + "/"
+    archive = discovery.Target("archive", path, prefix.rstrip("/"))
+    try:
+        found = discovery.discover(archive)
+    except discovery.TargetError as exc:
+        return [], [FileError(prefix.rstrip("/"), "discover", str(exc))], [], 0
+    binaries, errors = read_all(archive, found.binaries, engine, inspector=inspector)
+    for binary in binaries:
+        binary.path = prefix + binary.path
+    errors = [replace(e, path=prefix + e.path) for e in found.errors + errors]
+    distributions = [
+        replace(d, dist_info=prefix + d.dist_info, files=frozenset(prefix + f for f in d.files))
+        for d in find_distributions(archive)
+    ]
+    return binaries, errors, distributions, found.files_seen
 
 
 def _application_folder(target: discovery.Target) -> discovery.Target:
