@@ -160,3 +160,6 @@ def test_a_folder_holding_wheels_and_zips_scans_them_too(tmp_path, scan):
     assert binaries["blaspkg-1.0-py3-none-win_amd64.whl/blaspkg/blas_mixed.dll"]["distribution"] == "blaspkg"
     (package,) = report["packages"]
     assert (package["name"], package["verdict"]) == ("blaspkg", "partial")
+    assert report["errors"] == [
+        {"path": "broken.zip", "stage": "discover", "message": "not a readable zip archive (truncated or damaged?)"}
+    ]

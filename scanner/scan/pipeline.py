@@ -113,7 +113,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     distributions = find_distributions(target)
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
-        for archive in _archives_in(walked):
+        archives, archive_errors = _archives_in(walked)
+        read_errors += archive_errors
+        for archive in archives:
             more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options.engine, PayloadInspector(rules, release))
             binaries += more
             read_errors += more_errors
@@ -215,17 +217,24 @@ def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000
 ARCHIVE_SUFFIXES = (".whl", ".zip")
 
 
-def _archives_in(target: discovery.Target) -> list[Path]:
-    """The wheels and zip archives below a folder target's roots (cuda4amd's own folder left out)."""
+def _archives_in(target: discovery.Target) -> tuple[list[Path], list[FileError]]:
+    """The wheels and zip archives below a folder target's roots (cuda4amd's
+    own folder left out); a `.whl`/`.zip` that is no readable zip is an error."""
     found: list[Path] = []
+    errors: list[FileError] = []
     for root in target.roots or (target.path,):
         for folder, dirs, files in os.walk(root, onerror=lambda exc: None):
             dirs[:] = sorted(d for d in dirs if d != discovery.OWN_FOLDER)
             for name in sorted(files):
                 path = Path(folder) / name
-                if name.lower().endswith(ARCHIVE_SUFFIXES) and path.is_file() and zipfile.is_zipfile(path):
+                if not name.lower().endswith(ARCHIVE_SUFFIXES) or not path.is_file():
+                    continue
+                if zipfile.is_zipfile(path):
                     found.append(path)
-    return found
+                else:
+                    rel = discovery.printable(os.path.relpath(path, target.path)).replace(os.sep, "/")
+                    errors.append(FileError(rel, "discover", "not a readable zip archive (truncated or damaged?)"))
+    return found, errors
 
 
 def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: PayloadInspector):
