@@ -11,7 +11,7 @@ from cuda4amd.scan.read.fatbin import KernelReport
 
 NO_KERNELS = KernelReport()
 
-SCHEMA = "cuda4amd.scan/1"
+SCHEMA = "cuda4amd.scan/2"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
 
 
