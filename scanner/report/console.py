@@ -8,13 +8,9 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from cuda4amd.report.document import headline
+
 STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow"}
-HEADLINE = {
-    "ready": "every CUDA binary can run through ZLUDA",
-    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
-    "blocked": "no CUDA binary here can run through ZLUDA",
-    "no-cuda": "nothing here uses CUDA",
-}
 
 
 def render(document: dict, *, verbose: bool = False, color: bool = False, width: int = 120) -> str:
@@ -30,7 +26,7 @@ def _print(console: Console, doc: dict, verbose: bool) -> None:
     console.print(
         Text.assemble(
             (f"{verdict.upper()}", f"bold {STYLE[verdict]}"),
-            f"  {HEADLINE[verdict]}  ",
+            f"  {headline(doc)}  ",
             (f"({escape(doc['target']['path'])}, ZLUDA {doc['zluda']['release']})", "dim"),
         )
     )

@@ -13,6 +13,21 @@ NO_KERNELS = KernelReport()
 
 SCHEMA = "cuda4amd.scan/2"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
+HEADLINES = {
+    "ready": "every CUDA binary can run through ZLUDA",
+    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
+    "blocked": "no CUDA binary here can run through ZLUDA",
+    "no-cuda": "nothing here uses CUDA",
+}
+
+
+def headline(document: dict) -> str:
+    """The overall verdict in words that agree with the counts: `partial`
+    with nothing blocked means everything loads, some of it only in part."""
+    verdict = document.get("verdict", "")
+    if verdict == "partial" and not (document.get("summary") or {}).get("blocked"):
+        return "every CUDA binary here loads through ZLUDA, some work only in part"
+    return HEADLINES.get(verdict, verdict)
 
 
 def build(result) -> dict:
