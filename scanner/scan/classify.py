@@ -151,11 +151,13 @@ def driver_function_states(names, rules: RuleSet, release: ZludaRelease) -> dict
     other release declares is `missing` from this one.
     """
     table = release.functions.get("driver", {})
-    known = _declared_driver_functions(rules)
+    known: dict[str, str] | None = None  # parsed only when a name is not in this release's table
     grouped: dict[str, list[str]] = {state: [] for state in SYMBOL_STATES}
     for name in names:
         state = _newest_variant_state(name, table)
         if state is None:
+            if known is None:
+                known = _declared_driver_functions(rules)
             if _newest_variant_state(name, known) is None:
                 continue  # a message or another API's identifier, not a driver function
             state = "missing"
@@ -164,8 +166,10 @@ def driver_function_states(names, rules: RuleSet, release: ZludaRelease) -> dict
 
 
 def _newest_variant_state(name: str, table) -> str | None:
-    if name in table:
-        return table[name]
+    """A plain name's newest `_vN` variant, else the name itself. The exact
+    legacy entry does not count when variants exist: a plain name in a string
+    table is a cuGetProcAddress request (cuda.h's macros make anyone who
+    links or dlsym()s spell the versioned name, as cudart does)."""
     newest, state = -1, None
     prefix = name + "_v"
     for candidate, value in table.items():
@@ -173,6 +177,8 @@ def _newest_variant_state(name: str, table) -> str | None:
             match = _VERSIONED.match(candidate)
             if match and match.group(1) == name and int(match.group(2)) > newest:
                 newest, state = int(match.group(2)), value
+    if state is None:
+        return table.get(name)
     return state
 
 

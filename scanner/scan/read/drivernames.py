@@ -36,7 +36,8 @@ __all__ = ["DriverNames", "find_driver_names", "DATA_SECTIONS"]
 #: where string literals live (PE, ELF)
 DATA_SECTIONS = frozenset({".rdata", ".rodata", ".data.rel.ro", ".lrodata"})
 #: a driver entry point: `cu` + capital + identifier, NUL-terminated, starting a string
-_NAME = re.compile(rb"(?<![\x01-\xff])cu[A-Z][A-Za-z0-9_]{1,95}\x00")
+_NAME = re.compile(rb"\x00cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # NUL-led: the literal prefix keeps the search fast
+_FIRST = re.compile(rb"cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # a name at the very start of a section
 _THREAD_VARIANTS = (b"_ptds\x00", b"_ptsz\x00")
 #: cap against hostile input: this many names per binary at most
 MAX_NAMES = 200_000
@@ -64,15 +65,27 @@ def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
         end = min(size, start + max(0, length))
         run: list[bytes] = []
         last_end = -1
-        for match in _NAME.finditer(buf, start, end):
+        if start >= end:
+            continue
+        head = _FIRST.match(buf, start, end)
+        if head is not None:
+            run.append(head.group())
+            last_end = head.end()
+        pos = last_end - 1 if head is not None else start  # a closing NUL leads the next name
+        while True:
+            match = _NAME.search(buf, pos, end)
+            if match is None:
+                break
             seen += 1
             if seen > MAX_NAMES:
                 break
-            if run and buf[last_end : match.start()].strip(b"\0"):
+            first = match.start() + 1
+            if run and buf[last_end:first].strip(b"\0"):
                 runtime += _close(run, own)
                 run = []
-            run.append(match.group())
+            run.append(match.group()[1:])
             last_end = match.end()
+            pos = last_end - 1
         runtime += _close(run, own)
     return DriverNames(tuple(sorted(own)), runtime)
 
