@@ -106,8 +106,12 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    progress.reading(len(found.binaries))
-    binaries, read_errors = read_all(walked, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
+    inspector = PayloadInspector(rules, release)
+    if focus is None:
+        progress.reading(len(found.binaries))
+        binaries, read_errors = read_all(walked, found.binaries, options.engine, progress.advance, inspector)
+    else:
+        binaries, read_errors = _read_closure(walked, found, focus, options.engine, progress, inspector, rules)
     if focus is not None:
         _check_focus_read(target, focus, read_errors)
     distributions = find_distributions(target)
@@ -255,6 +259,41 @@ def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: 
         for d in find_distributions(archive)
     ]
     return binaries, errors, distributions, found.files_seen
+
+
+def _read_closure(walked, found, focus: str, engine: str, progress: Progress, inspector: PayloadInspector, rules: RuleSet):
+    """Read the target binary, then only the binaries of its folder whose
+    file names it (or what it loads, transitively) asks for: every way the
+    graph resolves a name ends at a file of that name, so nothing reachable
+    is missed and a big folder is not read whole."""
+    by_name: dict[str, list[discovery.FoundBinary]] = {}
+    real = {b.path: b for b in found.binaries}
+    for item in found.binaries:
+        by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
+    for alias, target in found.aliases.items():
+        if target in real:
+            by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[target])
+    wanted = [real[focus]]
+    done: set[str] = set()
+    binaries: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    progress.reading(len(found.binaries))
+    while wanted:
+        batch = sorted({w.path: w for w in wanted if w.path not in done}.values(), key=lambda w: w.path)
+        done.update(w.path for w in batch)
+        read, failed = read_all(walked, batch, engine, progress.advance, inspector)
+        binaries += read
+        errors += failed
+        wanted = []
+        for binary in read:
+            platform = "windows" if binary.info.format == "PE" else "linux"
+            names = [i.name for i in binary.info.imports]
+            for ref in binary.by_name:
+                names += list(expand_template(ref.name, rules, platform)) if ref.template else [ref.name]
+            for name in names:
+                wanted += by_name.get(posixpath.basename(name.replace("\\", "/")).casefold(), [])
+    binaries.sort(key=lambda b: b.path)
+    return binaries, errors
 
 
 def _application_folder(target: discovery.Target) -> discovery.Target:
