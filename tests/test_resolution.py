@@ -163,3 +163,13 @@ def test_a_folder_holding_wheels_and_zips_scans_them_too(tmp_path, scan):
     assert report["errors"] == [
         {"path": "broken.zip", "stage": "discover", "message": "not a readable zip archive (truncated or damaged?)"}
     ]
+
+
+def test_the_graph_links_a_search_path_library_as_the_binary_it_is(tmp_path, rules):
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    app, libs = search_path_layout(tmp_path)
+    graph = run_scan(ScanOptions(target=str(app), search_paths=(libs,), host="none"), rules=rules).graph
+    render = str(libs / "render.dll")
+    assert graph.nodes[render]["kind"] == "binary"
+    assert graph.has_edge("tool.exe", render) and "lib:render.dll" not in graph

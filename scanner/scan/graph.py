@@ -137,22 +137,25 @@ def resolve_edges(
 def dependency_graph(binaries: Sequence[ScannedBinary], edges: Sequence[Edge]) -> nx.DiGraph:
     """The networkx DiGraph of binaries and the libraries they load.
 
-    Nodes: binaries by relative path (kind "binary"), libraries not in the
-    tree as "lib:<name>" (kind "library"); system libraries are left out.
+    Nodes: binaries by relative path (kind "binary"; those read through
+    --search-path by absolute path), other libraries as "lib:<name>" (kind
+    "library"); system libraries are left out.
     Built on demand (ScanResult.graph): importing networkx costs more than a
     whole verdict, and only graph consumers need it.
     """
     import networkx as nx
 
     graph = nx.DiGraph()
+    read = {binary.path for binary in binaries}
     for binary in binaries:
         graph.add_node(binary.path, kind="binary", format=binary.info.format)
     for edge in edges:
         if edge.how == "system":
             continue  # system libraries are known and kept out of the findings
         shown = edge.template or edge.name
-        node = edge.resolved if edge.in_tree else f"lib:{shown.casefold() if edge.platform == 'windows' else shown}"
-        if not edge.in_tree:
+        known = edge.in_tree or edge.resolved in read  # in the tree, or read through --search-path
+        node = edge.resolved if known else f"lib:{shown.casefold() if edge.platform == 'windows' else shown}"
+        if not known:
             graph.add_node(node, kind="library", name=shown, resolved=edge.resolved)
         graph.add_edge(edge.source, node, load=edge.load, name=shown, how=edge.how)
     return graph

@@ -1,8 +1,10 @@
 """Decide per binary and overall, following DESIGN.md §3.
 
-A binary's own CUDA dependencies give it a verdict; then verdicts flow along
-the graph: a binary is at best as good as the in-tree libraries it loads
-statically, and delay/by-name loads pass on at most `degraded`.
+A binary's own CUDA dependencies and its kernels (PTX per fat binary
+module) give it a verdict; then verdicts flow along the graph: a binary is at
+best as good as the libraries it loads statically from the tree (or from
+--search-path, or an NVIDIA library ZLUDA does not replace, judged in-tree),
+and delay/by-name loads pass on at most `degraded`.
 """
 from __future__ import annotations
 
