@@ -30,13 +30,14 @@ def doctor(fmt, output, target) -> None:
 
     from cuda4amd.host import detect_host, readiness
     from cuda4amd.host.doctor import doctor_document, render_console
-    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.rules.loader import RulesError, load_rules
 
     if fmt is None:
         fmt = "json" if output and output.lower().endswith(".json") else "console"
     try:
-        report = detect_host(target=target)
-        ready = readiness(report)
+        rules = load_rules()
+        report = detect_host(target=target, rules=rules)
+        ready = readiness(report, rules=rules)
     except RulesError as exc:
         click.echo(f"cuda4amd: {exc}", err=True)
         sys.exit(2)

@@ -12,27 +12,32 @@ tag). Invalid data raises ``RulesError(path, message)``.
 from __future__ import annotations
 
 import os
-import sys
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Sequence
 
-from cuda4amd.rules.loader import RulesError, shipped_rules_dir
+from cuda4amd.rules.validate import (
+    RulesError,
+    Schema,
+    check,
+    is_bool,
+    is_nonempty_str,
+    read_provenance,
+    read_toml,
+    rows,
+    shipped_rules_dir,
+    top_level,
+)
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - Python 3.10
-    import tomli as tomllib
-
-__all__ = ["KERNELS_DIR", "PtxAcceptance", "PtxFacts", "load_ptx_facts"]
+__all__ = ["KERNELS_DIR", "PtxAcceptance", "PtxFacts", "load_ptx_facts", "load_ptx_files"]
 
 KERNELS_DIR = "kernels"
-_FIELDS = {
-    "tag": str,
-    "debug_target": bool,
-    "debug_target_source": str,
-    "codeless_module_loads": bool,
-    "codeless_module_source": str,
+_RELEASE_REQUIRED: Schema = {
+    "tag": is_nonempty_str,
+    "debug_target": is_bool,
+    "debug_target_source": is_nonempty_str,
+    "codeless_module_loads": is_bool,
+    "codeless_module_source": is_nonempty_str,
 }
 
 
@@ -56,11 +61,15 @@ class PtxFacts:
 
 
 def load_ptx_facts(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> PtxFacts:
+    """The shipped rules/kernels/ files, then each extra rules folder's."""
+    folders = [shipped_rules_dir(), *(Path(d) for d in extra_dirs)]
+    return load_ptx_files([Path(f) / KERNELS_DIR for f in folders if (Path(f) / KERNELS_DIR).is_dir()])
+
+
+def load_ptx_files(kernel_dirs: Sequence[Path]) -> PtxFacts:
+    """Every *.toml of each kernels folder, in order: a later row replaces a tag's earlier one."""
     releases: dict[str, PtxAcceptance] = {}
-    for folder in [shipped_rules_dir(), *(Path(d) for d in extra_dirs)]:
-        kernels = Path(folder) / KERNELS_DIR
-        if not kernels.is_dir():
-            continue
+    for kernels in kernel_dirs:
         for path in sorted(kernels.glob("*.toml")):
             for row in _load_file(path):
                 releases[row.tag] = row
@@ -68,34 +77,16 @@ def load_ptx_facts(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> PtxFact
 
 
 def _load_file(path: Path) -> list[PtxAcceptance]:
-    try:
-        with open(path, "rb") as handle:
-            doc = tomllib.load(handle)
-    except (OSError, tomllib.TOMLDecodeError) as exc:
-        raise RulesError(path, f"cannot read: {exc}") from exc
-    unknown = set(doc) - {"provenance", "release"}
-    if unknown:
-        raise RulesError(path, f"unknown top-level key(s): {', '.join(sorted(unknown))}")
-    sources = doc.get("provenance", {}).get("sources")
-    if not isinstance(sources, list) or not sources or not all(isinstance(s, str) and s for s in sources):
-        raise RulesError(path, "[provenance] sources must be a non-empty list of strings")
-    rows = doc.get("release", [])
-    if not isinstance(rows, list):
-        raise RulesError(path, "'release' must be an array of [[release]] tables")
+    doc = read_toml(path)
+    read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "release"))
     result = []
     seen: set[str] = set()
-    for number, row in enumerate(rows, 1):
+    for number, row in enumerate(rows(path, doc, "release"), 1):
         where = f"[[release]] #{number}"
-        if not isinstance(row, dict):
-            raise RulesError(path, f"{where}: not a table")
-        if set(row) != set(_FIELDS):
-            missing, extra = set(_FIELDS) - set(row), set(row) - set(_FIELDS)
-            raise RulesError(path, f"{where}: missing {sorted(missing)}, unknown {sorted(extra)}")
-        for key, kind in _FIELDS.items():
-            if not isinstance(row[key], kind) or (kind is str and not row[key].strip()):
-                raise RulesError(path, f"{where}: {key} must be a {'non-empty string' if kind is str else kind.__name__}")
-        if row["tag"] in seen:
-            raise RulesError(path, f"{where}: tag {row['tag']!r} appears twice")
-        seen.add(row["tag"])
-        result.append(PtxAcceptance(**row))
+        fields = check(path, where, row, _RELEASE_REQUIRED)
+        if fields["tag"] in seen:
+            raise RulesError(path, f"{where}: tag {fields['tag']!r} appears twice")
+        seen.add(fields["tag"])
+        result.append(PtxAcceptance(**fields))
     return result

@@ -19,8 +19,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
-from cuda4amd.model import FileError, ScannedBinary
-from cuda4amd.rules.kernels import load_ptx_facts
+from cuda4amd.model import FileError, ScannedBinary, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
@@ -28,7 +27,7 @@ from cuda4amd.scan.distributions import Distribution, find_distributions, owner_
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
-from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+from cuda4amd.scan.read.engine import MalformedBinary, mapped, open_regular, read_buffer
 from cuda4amd.scan.read.payload import PayloadInspector
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
@@ -48,6 +47,7 @@ class ScanOptions:
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
+    follow_links: bool = False  # walk links to folders outside the target (else reported, not followed)
 
 
 @dataclass
@@ -65,6 +65,9 @@ class ScanResult:
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: what the scan was asked for and the rules it judged with: `scan --fix` plans and verifies with both
+    options: ScanOptions | None = None
+    rules: RuleSet | None = None
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -101,7 +104,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     # A single binary is scanned with its folder, its application directory:
     # the libraries it loads from there decide its verdict too.
     walked = _application_folder(target) if target.kind == "file" else target
-    found = discovery.discover(walked)
+    found = discovery.discover(walked, follow_links=options.follow_links)
     focus = _focus(target, found) if target.kind == "file" else None
     timings["discover"] = time.perf_counter() - clock
 
@@ -114,7 +117,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         binaries, read_errors = _read_closure(walked, found, focus, options.engine, progress, inspector, rules)
     if focus is not None:
         _check_focus_read(target, focus, read_errors)
-    distributions = find_distributions(target)
+    distributions = find_distributions(target, follow_links=options.follow_links)
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
         archives, archive_errors = _archives_in(walked)
@@ -129,7 +132,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    frameworks = _frameworks(options, rules) if distributions else ()
+    frameworks = rules.frameworks if distributions else ()
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
@@ -160,9 +163,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     judged_in_tree = in_tree_identities(by_path, identities)
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
-    gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
-    ptx = load_ptx_facts(options.rule_dirs).get(release.tag)
-    verdicts = decide(binaries, dependencies, identities, gaps, ptx)
+    redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
+    gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
+    verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag))
     packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
     errors = found.errors + read_errors
     if focus is not None:
@@ -183,6 +186,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         host=host,
         basis=basis,
         timings=timings,
+        options=options,
+        rules=rules,
     )
 
 
@@ -233,10 +238,16 @@ def _archives_in(target: discovery.Target) -> tuple[list[Path], list[FileError]]
                 path = Path(folder) / name
                 if not name.lower().endswith(ARCHIVE_SUFFIXES) or not path.is_file():
                     continue
-                if zipfile.is_zipfile(path):
+                rel = discovery.printable(os.path.relpath(path, target.path)).replace(os.sep, "/")
+                try:
+                    with open_regular(path) as handle:  # a FIFO swapped in after the listing is refused
+                        readable = zipfile.is_zipfile(handle)
+                except OSError as exc:
+                    errors.append(FileError(rel, "discover", exc.strerror or str(exc)))
+                    continue
+                if readable:
                     found.append(path)
                 else:
-                    rel = discovery.printable(os.path.relpath(path, target.path)).replace(os.sep, "/")
                     errors.append(FileError(rel, "discover", "not a readable zip archive (truncated or damaged?)"))
     return found, errors
 
@@ -286,7 +297,7 @@ def _read_closure(walked, found, focus: str, engine: str, progress: Progress, in
         errors += failed
         wanted = []
         for binary in read:
-            platform = "windows" if binary.info.format == "PE" else "linux"
+            platform = platform_of(binary.info.format)
             names = [i.name for i in binary.info.imports]
             for ref in binary.by_name:
                 names += list(expand_template(ref.name, rules, platform)) if ref.template else [ref.name]
@@ -369,17 +380,6 @@ def _gpu_text(host: HostReport) -> str:
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
 
 
-def _frameworks(options: ScanOptions, rules: RuleSet) -> tuple:
-    from cuda4amd.rules.frameworks import load_frameworks
-
-    # a user's rules folders come first, so their framework files win
-    frameworks: tuple = ()
-    for folder in options.rule_dirs:
-        if (folder / "frameworks").is_dir():
-            frameworks += load_frameworks(folder, rules=rules)
-    return frameworks + load_frameworks(rules=rules)
-
-
 def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], frameworks: Sequence):
     """Whether a library found only elsewhere in the tree counts for a binary
     (graph.resolve_edges' `reach`): within its own distribution, or where
@@ -400,7 +400,7 @@ def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], fra
         framework = rules_of.get(mine)
         if framework is None:
             return False, None
-        platform = "windows" if formats.get(source) == "PE" else "linux"
+        platform = platform_of(formats.get(source, "ELF"))
         root = roots.get(mine, "")
         folder = posixpath.dirname(hit)
         rel = posixpath.relpath(folder, root) if root else folder
@@ -444,7 +444,7 @@ def read_all(
                 errors.append(FileError(item.path, "read", "vanished during the scan"))
             except OSError as exc:
                 errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
-            except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
+            except discovery.ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
                 errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
             else:
                 binaries.append(binary)
@@ -463,6 +463,7 @@ def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
     spooled to a temporary file and mapped, so memory stays flat.
     """
     if item.member is None or archive is None:
+        assert item.disk_path is not None  # discovery gives every file outside an archive its path
         with mapped(item.disk_path) as buf:
             yield buf, item.disk_path
         return

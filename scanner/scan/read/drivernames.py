@@ -27,9 +27,8 @@ variants.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo
+from cuda4amd.model import BinaryInfo, DriverNames
 
 __all__ = ["DriverNames", "find_driver_names", "DATA_SECTIONS"]
 
@@ -41,12 +40,6 @@ _FIRST = re.compile(rb"cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # a name at the very sta
 _THREAD_VARIANTS = (b"_ptds\x00", b"_ptsz\x00")
 #: cap against hostile input: this many names per binary at most
 MAX_NAMES = 200_000
-
-
-@dataclass(frozen=True)
-class DriverNames:
-    names: tuple[str, ...] = ()  # the binary's own, sorted, unique
-    runtime_table: int = 0  # names left out as the CUDA runtime's table
 
 
 def find_driver_names(buf, info: BinaryInfo) -> DriverNames:

@@ -9,12 +9,13 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo, FileError
+from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.byname import NameReference, find_library_names
 from cuda4amd.scan.read.drivernames import DriverNames, find_driver_names
+from cuda4amd.scan.read.elf import loader_disagreements
 from cuda4amd.scan.read.fatbin import KernelReport, analyse_kernels
 
 
@@ -36,6 +37,9 @@ class PayloadInspector:
         if mode is None:
             return Payload(None, (), ())  # ZLUDA replaces this file: it is never loaded
         errors: list[FileError] = []
+        if info.format == "ELF":  # the answer follows ld.so; where the section headers differ, say so
+            errors += [FileError(path, "read", f"{note} (the answer follows ld.so)")
+                       for note in loader_disagreements(buf)]
         kernels = None
         try:
             kernels = analyse_kernels(buf, info, deep=mode == "deep")
@@ -54,7 +58,7 @@ class PayloadInspector:
     def loads_driver(self, by_name: tuple[NameReference, ...], info: BinaryInfo) -> bool:
         """Whether the binary names the CUDA driver library for loading at run
         time: then it resolves driver functions by name too (issue 10, item 4)."""
-        platform = "windows" if info.format == "PE" else "linux"
+        platform = platform_of(info.format)
         for ref in by_name:
             family = None if ref.template else self.rules.family_for(posixpath.basename(ref.name), platform)
             if family is not None and "driver" in family.zluda_libraries:
@@ -69,7 +73,7 @@ class PayloadInspector:
         whether those carry PTX decides whether they can run. Libraries
         ZLUDA replaces are never loaded, so their kernels do not matter.
         """
-        platform = "windows" if info.format == "PE" else "linux"
+        platform = platform_of(info.format)
         identity = identify(posixpath.basename(path), platform, self.rules, self.release)
         if identity.family is None:
             return "cheap"
