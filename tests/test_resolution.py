@@ -103,6 +103,46 @@ def test_the_fix_green_lights_what_a_search_path_library_needs(tmp_path):
     assert "copy   .cuda4amd/zluda/cublas64_12.dll" in result.output
 
 
+def test_placement_puts_nothing_outside_the_target(tmp_path, rules):
+    """A library read through --search-path lies outside the target: its
+    imports go to the folder of the target's program that loads it (the
+    Windows loader's first place to look), or are left out with a note to
+    use the launcher; never next to the library (issue 11)."""
+    from test_fix_support import WIN_HOST, WIN_ZIP
+
+    from cuda4amd.fix.plan import make_plan
+    from cuda4amd.fix.release import choose_source
+    from cuda4amd.host import load_host_report
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    app, libs = search_path_layout(tmp_path)
+    host = load_host_report(WIN_HOST)
+
+    def place(target):
+        result = run_scan(ScanOptions(target=str(target), search_paths=(libs,), host="none"), rules=rules)
+        source = choose_source(rules, result.release.tag, "windows", WIN_ZIP)
+        return make_plan(result, rules=rules, host=host, source=source, mode="place")
+
+    plan = place(app)
+    assert [(a.kind, a.path) for a in plan.actions] == [
+        ("copy", "cublas64_12.dll"), ("copy", "nvcuda.dll"), ("copy", "nvcudart_hybrid64.dll")]
+    assert "the program that loads" in next(a.why for a in plan.actions if a.path == "cublas64_12.dll")
+    assert not plan.warnings
+
+    # the same importer as a DLL (IMAGE_FILE_DLL set): no program of the target loads render.dll
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    data = bytearray((app / "tool.exe").read_bytes())
+    characteristics = int.from_bytes(data[0x3C:0x40], "little") + 4 + 18  # PE signature, COFF header field
+    data[characteristics + 1] |= 0x20  # IMAGE_FILE_DLL (0x2000): the field's high byte
+    (plugins / "plugin.dll").write_bytes(bytes(data))
+    plan = place(plugins)
+    assert [a.path for a in plan.actions] == ["nvcuda.dll", "nvcudart_hybrid64.dll"]  # plugin.dll's own import
+    assert all(not a.path.startswith(("/", "..")) for a in plan.actions)
+    note = next(w for w in plan.warnings if "render.dll" in w)
+    assert "outside the target" in note and "cublas64_12.dll" in note and "--mode launcher" in note
+
+
 def test_another_distributions_folder_counts_only_where_a_framework_rule_adds_it(tmp_path, scan):
     from test_packages import install
 
