@@ -187,7 +187,7 @@ class FileError:
     """A file that could not be read; the scan goes on without it."""
 
     path: str
-    stage: str  # "discover" | "read"
+    stage: str  # "discover" | "read" (not readable); "kernels" | "strings" | "loader" (read, with a problem)
     message: str
 
 

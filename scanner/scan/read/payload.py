@@ -38,7 +38,9 @@ class PayloadInspector:
             return Payload(None, (), ())  # ZLUDA replaces this file: it is never loaded
         errors: list[FileError] = []
         if info.format == "ELF":  # the answer follows ld.so; where the section headers differ, say so
-            errors += [FileError(path, "read", f"{note} (the answer follows ld.so)")
+            # stage "loader", not "read": the file was read (a "read" error means it could not be,
+            # and a single-file target with one is refused as unreadable)
+            errors += [FileError(path, "loader", f"{note} (the answer follows ld.so)")
                        for note in loader_disagreements(buf)]
         kernels = None
         try:
