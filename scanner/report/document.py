@@ -14,8 +14,23 @@ from cuda4amd.model import KernelReport
 
 NO_KERNELS = KernelReport()
 
-SCHEMA = "cuda4amd.scan/1"
+SCHEMA = "cuda4amd.scan/2"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
+HEADLINES = {
+    "ready": "every CUDA binary can run through ZLUDA",
+    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
+    "blocked": "no CUDA binary here can run through ZLUDA",
+    "no-cuda": "nothing here uses CUDA",
+}
+
+
+def headline(document: dict) -> str:
+    """The overall verdict in words that agree with the counts: `partial`
+    with nothing blocked means everything loads, some of it only in part."""
+    verdict = document.get("verdict", "")
+    if verdict == "partial" and not (document.get("summary") or {}).get("blocked"):
+        return "every CUDA binary here loads through ZLUDA, some work only in part"
+    return HEADLINES.get(verdict, verdict)
 
 
 def build(result) -> dict:
@@ -62,6 +77,9 @@ def _binary(verdict) -> dict:
         "reasons": verdict.reasons,
         "notes": verdict.notes,
         "kernels": (binary.kernels or NO_KERNELS).to_dict(),
+        "driver_names": None
+        if binary.driver_names is None
+        else {"names": list(binary.driver_names.names), "runtime_table": binary.driver_names.runtime_table},
         "nvidia_library": None
         if me.family is None
         else {"family": me.family, "route": me.route, "basis": me.basis, "replacement": me.replacement},
@@ -80,6 +98,8 @@ def _package(package) -> dict:
         "advice": package.advice,
         "loads": package.loads,
         "binaries": package.binaries,
+        "counts": package.counts,
+        "summary": package.summary,
     }
 
 
@@ -94,6 +114,7 @@ def _dependency(dep) -> dict:
         "replacement": ident.replacement,
         "resolved": edge.resolved,
         "how": edge.how,
+        "via": edge.via,
         "symbols": {state: list(names) for state, names in dep.symbols.items()},
         "ordinals": list(edge.ordinals),
     }

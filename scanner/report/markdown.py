@@ -30,18 +30,13 @@ from dataclasses import dataclass
 from typing import Iterable
 
 from cuda4amd.model import REPORT_SYMBOL_STATES
+from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
-HEADLINE = {
-    "ready": "every CUDA binary can run through ZLUDA",
-    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
-    "blocked": "no CUDA binary here can run through ZLUDA",
-    "no-cuda": "nothing here uses CUDA",
-}
 ORDER = {"blocked": 0, "partial": 1, "degraded": 1, "ready": 2, "no-cuda": 3}
 ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked", "unknown": "unknown"}
 ZLUDA_REPOSITORY = "https://github.com/vosen/ZLUDA"
@@ -196,7 +191,7 @@ class _Report:
         zluda = doc.get("zluda") or {}
         tool = doc.get("tool") or {}
         summary = doc.get("summary") or {}
-        lines = [f"# cuda4amd: {verdict.upper()} — {text(HEADLINE.get(verdict, verdict))}", ""]
+        lines = [f"# cuda4amd: {verdict.upper()} — {text(headline(doc))}", ""]
         lines.append(
             f"**Target** {code(target.get('path', ''))} ({text(target.get('kind', ''))}) · "
             f"**ZLUDA** {text(zluda.get('release', ''))} · "
