@@ -62,6 +62,10 @@ def _print(console: Console, doc: dict, verbose: bool) -> None:
             table.add_row(escape(binary["path"]), Text(binary["verdict"], style=STYLE[binary["verdict"]]), why)
         console.print(table)
 
+    from cuda4amd.evidence.render import console_lines
+
+    for line in console_lines(doc):
+        console.print(escape(line), style="dim")
     if doc["errors"]:
         console.print(f"{len(doc['errors'])} file(s) could not be read:", style="bold")
         for error in doc["errors"]:

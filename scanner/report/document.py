@@ -15,7 +15,11 @@ SCHEMA = "cuda4amd.scan/1"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
 
 
-def build(result) -> dict:
+def build(result, observed: dict | None = None) -> dict:
+    """observed: what was seen after the fix, for the evidence levels
+    (keys verification, outcomes, through: see cuda4amd.evidence.levels)."""
+    from cuda4amd.evidence.levels import evidence_section
+
     binaries = [_binary(v) for v in result.verdicts]
     counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
     return {
@@ -37,6 +41,7 @@ def build(result) -> dict:
         "packages": [_package(p) for p in result.packages],
         "binaries": binaries,
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
+        "evidence": evidence_section(binaries, **(observed or {})),
     }
 
 

@@ -154,7 +154,10 @@ class _Report:
     # -- assembly -------------------------------------------------------------
 
     def assemble(self, level: Detail, budget: int | None = None) -> str:
-        head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level)]
+        from cuda4amd.evidence.render import markdown as evidence
+
+        head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level),
+                evidence(self.doc, level.rows)]
         graph = self.graph(level)
         sections = [self.section(b, level) for b in self.cuda if level.ready_sections or b["verdict"] != "ready"]
         skipped_ready = [b for b in self.cuda if not level.ready_sections and b["verdict"] == "ready"]
