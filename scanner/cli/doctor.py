@@ -16,7 +16,11 @@ import click
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
 @click.option("--target", type=click.Path(exists=True), metavar="PATH",
               help="Also look for ZLUDA in this app folder (or next to this file).")
-def doctor(fmt, output, target) -> None:
+@click.option("--run", "run_probes", is_flag=True,
+              help="Also run the smoke probes on this machine (through the ZLUDA found, else the system's libraries).")
+@click.option("--timeout", type=float, default=60.0, show_default=True, metavar="SECONDS",
+              help="With --run: time limit of each probe.")
+def doctor(fmt, output, target, run_probes, timeout) -> None:
     """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
     HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
 
@@ -40,8 +44,19 @@ def doctor(fmt, output, target) -> None:
     except RulesError as exc:
         click.echo(f"cuda4amd: {exc}", err=True)
         sys.exit(2)
+    probes = None
+    if run_probes:
+        from cuda4amd.evidence.machine import machine_probes
+        from cuda4amd.evidence.record import probe_document
+
+        through, zluda, outcomes = machine_probes(report, limit=timeout, progress=lambda o: click.echo(
+            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {o.detail}", err=fmt == "json" and not output))
+        probes = probe_document(outcomes, through=through, zluda=zluda)
     if fmt == "json":
-        text = json.dumps(doctor_document(report, ready), indent=2, ensure_ascii=False) + "\n"
+        document = doctor_document(report, ready)
+        if probes is not None:
+            document["probes"] = probes
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     else:
         width = max(80, shutil.get_terminal_size((100, 24)).columns)
         text = render_console(report, ready, color=sys.stdout.isatty() and not output, width=width)
