@@ -24,9 +24,10 @@ def _register_commands() -> None:
     from cuda4amd.cli.fix import run, undo
     from cuda4amd.cli.report import diff, report
     from cuda4amd.cli.scan import scan
+    from cuda4amd.cli.trace import trace
     from cuda4amd.cli.verify import verify
 
-    for command in (scan, doctor, report, diff, run, undo, verify):
+    for command in (scan, doctor, report, diff, run, undo, verify, trace):
         main.add_command(command)
 
 
