@@ -170,8 +170,8 @@ class _Source:
                 with self._zip.open(self._zip_name(name)) as handle:
                     data = handle.read(limit + 1)
             elif self._tar is not None:
-                handle = self._tar.extractfile(self._members[name])
-                data = handle.read(limit + 1) if handle else b""
+                member = self._tar.extractfile(self._members[name])
+                data = member.read(limit + 1) if member else b""
             else:
                 with open(self.path.joinpath(*name.split("/")), "rb") as fh:
                     data = fh.read(limit + 1)
