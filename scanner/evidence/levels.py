@@ -41,7 +41,8 @@ def probe_level(outcome: Mapping[str, Any]) -> str | None:
 
 
 def evidence_section(binaries: Sequence[Mapping[str, Any]], *, verification: Mapping[str, Any] | None = None,
-                     outcomes: Iterable[Mapping[str, Any]] = (), through: str | None = None) -> dict[str, Any]:
+                     outcomes: Iterable[Mapping[str, Any]] = (), through: str | None = None,
+                     first_run: Mapping[str, Any] | None = None) -> dict[str, Any]:
     """The report's ``evidence`` field (docs/report-schema.md)."""
     by_family: dict[str, Mapping[str, Any]] = {}
     for o in outcomes:
@@ -78,4 +79,5 @@ def evidence_section(binaries: Sequence[Mapping[str, Any]], *, verification: Map
             levels[str(b["path"])] = "static"
             continue
         levels[str(b["path"])] = min((families[f]["level"] for f in fams), key=rank)
-    return {"levels": list(LEVELS), "through": through, "families": families, "binaries": levels}
+    return {"levels": list(LEVELS), "through": through, "families": families, "binaries": levels,
+            "first_run": dict(first_run) if first_run else None}

@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["markdown", "console_lines", "LEVEL_TEXT"]
+__all__ = ["markdown", "console_lines", "first_run_text", "LEVEL_TEXT"]
 
 LEVEL_TEXT = {
     "static": "static verdict",
@@ -24,6 +24,22 @@ def _probed(evidence: dict[str, Any]) -> bool:
     return any(f.get("probe") for f in evidence.get("families", {}).values())
 
 
+def first_run_text(note: dict[str, Any] | None) -> str:
+    """The first-run note in one sentence ('' without PTX)."""
+    if not note:
+        return ""
+    cache = note.get("cache")
+    where = cache if isinstance(cache, str) else " or ".join(sorted((cache or {}).values()))
+    size = note["ptx_bytes"]
+    amount = f"{size / 1048576:.1f} MiB" if size >= 1048576 else f"{max(1, round(size / 1024))} KiB"
+    text = (f"First run: ZLUDA compiles the PTX of each module the program loads — up to {note['modules']} modules "
+            f"in {note['binaries']} binaries, {note['ptx_entries']} PTX entries, {amount} of PTX — and caches "
+            f"the result in {where}; later runs start fast.")
+    if note.get("long"):
+        text += " With this much PTX the first run can take many minutes without output: it is compiling, not hung."
+    return text
+
+
 def markdown(document: dict[str, Any], rows: int = 60) -> str:
     """'## Evidence': one table row per family; binaries counted per level."""
     evidence = document.get("evidence")
@@ -31,9 +47,12 @@ def markdown(document: dict[str, Any], rows: int = 60) -> str:
         return ""
     families = evidence["families"]
     lines = ["## Evidence", ""]
+    note = first_run_text(evidence.get("first_run"))
     if not _probed(evidence) and all(f["level"] == "static" for f in families.values()):
         lines.append("Static verdict only: nothing was run. After `cuda4amd scan DIR --fix`, "
                      "`cuda4amd verify DIR --run` checks the linked files and runs a smoke test per library.")
+        if note:
+            lines += ["", _text(note)]
         return "\n".join(lines)
     through = evidence.get("through")
     if through:
@@ -51,6 +70,8 @@ def markdown(document: dict[str, Any], rows: int = 60) -> str:
         order = evidence.get("levels") or list(LEVEL_TEXT)
         shown = ", ".join(f"{counts[lv]} {LEVEL_TEXT.get(lv, lv)}" for lv in order if lv in counts)
         lines += ["", f"CUDA binaries by the highest level shown: {shown}."]
+    if note:
+        lines += ["", _text(note)]
     return "\n".join(lines)
 
 
@@ -59,10 +80,12 @@ def console_lines(document: dict[str, Any]) -> list[str]:
     if not evidence or not evidence.get("families"):
         return []
     families = evidence["families"]
+    note = first_run_text(evidence.get("first_run"))
     if not _probed(evidence) and all(f["level"] == "static" for f in families.values()):
-        return ["evidence: static verdict only (after the fix, `cuda4amd verify DIR --run` runs smoke probes)"]
+        return ["evidence: static verdict only (after the fix, `cuda4amd verify DIR --run` runs smoke probes)"] + \
+            ([note] if note else [])
     out = ["evidence" + (f" (probes through {evidence['through']})" if evidence.get("through") else "") + ":"]
     for fam, f in sorted(families.items()):
         probe = f" [{f['probe']}]" if f.get("probe") else ""
         out.append(f"  {fam:<12} {LEVEL_TEXT.get(f['level'], f['level'])}{probe}: {f.get('detail', '')}")
-    return out
+    return out + ([note] if note else [])
