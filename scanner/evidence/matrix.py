@@ -88,18 +88,18 @@ def _lowest(levels: Iterable[str]) -> str | None:
 
 def _claims(scan: dict[str, Any]) -> list[dict[str, Any]]:
     """(application, version, verdict, evidence level) claims of one report."""
-    evidence = scan.get("evidence") if isinstance(scan.get("evidence"), dict) else {}
+    evidence: dict[str, Any] = scan["evidence"] if isinstance(scan.get("evidence"), dict) else {}
     by_binary = evidence.get("binaries") or {}
     probes = sorted(f"{fam} {f.get('probe')}" for fam, f in (evidence.get("families") or {}).items()
                     if isinstance(f, dict) and f.get("probe"))
     packages = [p for p in scan.get("packages") or [] if isinstance(p, dict) and p.get("verdict") != "no-cuda"]
     out = []
     for p in packages:
-        level = _lowest(by_binary.get(b) for b in p.get("binaries") or []) or "static"
+        level = _lowest(str(by_binary.get(b)) for b in p.get("binaries") or []) or "static"
         out.append({"application": str(p.get("name", "?")), "version": str(p.get("version") or ""),
                     "verdict": str(p.get("verdict")), "evidence": level, "probes": probes})
     if not packages:
-        target = scan.get("target") if isinstance(scan.get("target"), dict) else {}
+        target: dict[str, Any] = scan["target"] if isinstance(scan.get("target"), dict) else {}
         level = _lowest(by_binary.values()) or "static"
         out.append({"application": _name_of_target(str(target.get("path", "?"))), "version": "",
                     "verdict": str(scan.get("verdict")), "evidence": level, "probes": probes})
