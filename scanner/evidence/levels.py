@@ -59,7 +59,9 @@ def evidence_section(binaries: Sequence[Mapping[str, Any]], *, verification: Map
         fam_checks = [c for c in checks if c.get("family") == fam]
         level, shown = "static", "the scan's verdict"
         if fam_checks and all(c.get("ok") for c in fam_checks):
-            level, shown = "linked", f"{len(fam_checks)} redirected dependencies load ZLUDA's files (sha256 checked)"
+            n = len(fam_checks)
+            level, shown = "linked", (f"{n} redirected dependenc{'y loads' if n == 1 else 'ies load'} ZLUDA's "
+                                      f"file{'' if n == 1 else 's'} (sha256 checked)")
         outcome = by_family.get(fam)
         seen = probe_level(outcome) if outcome else None
         broken_link = bool(fam_checks) and level != "linked"  # the probe may not have gone through ZLUDA's file
