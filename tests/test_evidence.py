@@ -128,3 +128,37 @@ def test_bad_outcome_files_are_refused(tmp_path):
     bad.write_bytes(b"\xff\xfe")
     with pytest.raises(OutcomeFileError):
         read_outcomes(bad)
+
+
+def _bin(path, verdict, *fams):
+    return {"path": path, "verdict": verdict, "dependencies": [{"family": f, "route": "redirect"} for f in fams]}
+
+
+def test_levels_are_never_higher_than_observed():
+    from cuda4amd.evidence.levels import evidence_section
+
+    binaries = [_bin("app.exe", "ready", "driver_api", "blas", "fft"), _bin("tool.exe", "ready", "blas"),
+                _bin("trt.dll", "blocked", "blas"), _bin("other.exe", "ready", "sparse")]
+    checks = [{"what": "dependency", "binary": b, "family": f, "ok": True}
+              for b, f in (("app.exe", "driver_api"), ("app.exe", "blas"), ("app.exe", "fft"), ("tool.exe", "blas"))]
+    checks.append({"what": "dependency", "binary": "other.exe", "family": "sparse", "ok": False})
+    outcomes = [{"family": "driver_api", "status": "pass", "loaded": True, "detail": "ok"},
+                {"family": "blas", "status": "pass", "loaded": True, "detail": "ok"},
+                {"family": "fft", "status": "unsupported", "loaded": True, "detail": "CUFFT_NOT_SUPPORTED"},
+                {"family": "sparse", "status": "pass", "loaded": True, "detail": "ok"}]
+    ev = evidence_section(binaries, verification={"checks": checks}, outcomes=outcomes, through="zluda")
+    fams = {f: v["level"] for f, v in ev["families"].items()}
+    assert fams == {"driver_api": "functional-pass", "blas": "functional-pass", "fft": "safe-refusal",
+                    "sparse": "static"}  # sparse: its link check failed, so its probe does not count
+    assert ev["binaries"] == {"app.exe": "safe-refusal", "tool.exe": "functional-pass", "trt.dll": "static",
+                              "other.exe": "static"}
+
+
+def test_a_probe_that_loaded_but_failed_is_loadable_and_one_that_never_loaded_adds_nothing():
+    from cuda4amd.evidence.levels import evidence_section, probe_level
+
+    assert probe_level({"status": "crash", "loaded": True}) == "loadable"
+    assert probe_level({"status": "unsupported", "loaded": False}) is None
+    ev = evidence_section([_bin("a", "ready", "blas")], outcomes=[{"family": "blas", "status": "hang",
+                                                                   "loaded": True, "detail": "stuck"}])
+    assert ev["families"]["blas"] == {"level": "loadable", "route": "redirect", "probe": "hang", "detail": "stuck"}
