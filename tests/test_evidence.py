@@ -62,6 +62,8 @@ def test_busy_past_the_limit_is_a_timeout_idle_is_a_hang(fakes):
     stuck = probe("driver_api", fakes, "sleep", limit=2.5, idle=1.0)
     assert stuck.status == "hang" and stuck.step == "cuModuleLoadData"
     assert "no progress in the last 1 s" in stuck.detail
+    gpu = probe("driver_api", fakes, "syncspin", limit=2.5, idle=1.0)
+    assert gpu.status == "hang" and gpu.step == "cuCtxSynchronize" and "waiting for the GPU" in gpu.detail
 
 
 def test_a_signal_is_a_crash_in_the_last_step(fakes):

@@ -11,10 +11,13 @@ the rest:
   with a non-zero exit status even after one (a crash at exit is a crash);
 * timeout — the time limit passed while the process was still using the CPU
   (a first run that compiles PTX looks like this: it works, slowly);
-* hang — the time limit passed and the process used no CPU in its last
-  ``idle`` seconds (it waits on something that will not come). Where the
-  CPU time cannot be read (not Linux), a process that printed no step in its
-  last ``idle`` seconds counts as hung.
+* hang — the time limit passed while the process waited for the GPU (its
+  last step is a synchronising call: the tiny kernels the probes launch never
+  take seconds, and CUDA's default is to spin-wait, so CPU use says nothing
+  there), or it used no CPU in its last ``idle`` seconds (it waits on
+  something that will not come). Where the CPU time cannot be read (not
+  Linux), a process that printed no step in its last ``idle`` seconds counts
+  as hung.
 
 Only the standard library is imported, so `python -m cuda4amd.evidence`
 runs on a machine that has nothing else (the NVIDIA evidence run).
@@ -39,6 +42,8 @@ PROBES: dict[str, str] = {"driver_api": "driver", "blas": "blas", "blaslt": "bla
                           "dnn": "dnn", "fft": "fft"}
 ORDER = tuple(PROBES)
 STDERR_TAIL = 2000
+#: steps that wait for the GPU to finish (the probes' own synchronising calls, probes.common.Driver)
+WAITS = frozenset({"cuCtxSynchronize", "cuMemcpyDtoH_v2", "cuStreamSynchronize"})
 
 
 @dataclass
@@ -152,10 +157,13 @@ def run_probe(family: str, *, prefix: Sequence[str] = (), env: Mapping[str, str]
         t.join(timeout=2.0)
     seconds = round(time.monotonic() - started, 3)
     result, step = _parse(lines)
+    if killed == "timeout" and step in WAITS:
+        killed = "hang"  # waiting for the GPU, perhaps spinning: the kernel never finished
     status, detail = classify(result, proc.returncode, killed=killed)
     if killed is not None:
         where = f" in {step}" if step else ""
         detail = (f"still working{where} after {limit:g} s (using the CPU): stopped" if killed == "timeout" else
+                  f"waiting for the GPU{where} after {limit:g} s: stopped" if step in WAITS else
                   f"stuck{where}: no progress in the last {idle:g} s of {limit:g} s: stopped")
     stderr = b"".join(errors).decode("utf-8", "replace")[-STDERR_TAIL:]
     return Outcome(family=family, probe=module, status=status, detail=detail,

@@ -3,7 +3,8 @@
  * probe loads), and FAKECUDA_MODE picks a misbehaviour:
  *   pass (default) | wrong (adds 1 to every sum) | refuse (cuModuleLoadData
  *   returns CUDA_ERROR_NOT_SUPPORTED) | spin (cuModuleLoadData busy-loops) |
- *   sleep (cuModuleLoadData blocks) | segv (cuLaunchKernel crashes).
+ *   sleep (cuModuleLoadData blocks) | segv (cuLaunchKernel crashes) |
+ *   syncspin (cuCtxSynchronize busy-waits for ever: a kernel that never ends).
  * Built by tests/test_evidence.py with gcc; signatures as in cuda.h. */
 #include <stdint.h>
 #include <stdlib.h>
@@ -24,7 +25,10 @@ CUresult cuDeviceGetAttribute(int *v, int attr, int d) { (void)d; *v = attr == 7
 CUresult cuDevicePrimaryCtxRetain(void **ctx, int d) { (void)d; *ctx = &context_token; return 0; }
 CUresult cuDevicePrimaryCtxRelease_v2(int d) { (void)d; return 0; }
 CUresult cuCtxSetCurrent(void *ctx) { (void)ctx; return 0; }
-CUresult cuCtxSynchronize(void) { return 0; }
+CUresult cuCtxSynchronize(void) {
+    if (is("syncspin")) { volatile unsigned long x = 0; for (;;) x++; }
+    return 0;
+}
 CUresult cuMemAlloc_v2(uint64_t *p, size_t n) { *p = (uint64_t)(uintptr_t)calloc(1, n ? n : 1); return 0; }
 CUresult cuMemFree_v2(uint64_t p) { free((void *)(uintptr_t)p); return 0; }
 CUresult cuMemcpyHtoD_v2(uint64_t dst, const void *src, size_t n) { memcpy((void *)(uintptr_t)dst, src, n); return 0; }
