@@ -164,3 +164,15 @@ def test_a_probe_that_loaded_but_failed_is_loadable_and_one_that_never_loaded_ad
     ev = evidence_section([_bin("a", "ready", "blas")], outcomes=[{"family": "blas", "status": "hang",
                                                                    "loaded": True, "detail": "stuck"}])
     assert ev["families"]["blas"] == {"level": "loadable", "route": "redirect", "probe": "hang", "detail": "stuck"}
+
+
+def test_recorded_outcomes_give_levels_without_a_gpu():
+    """The recorded NVIDIA outcomes, replayed into the levels of the demo tool's report."""
+    from cuda4amd.evidence.levels import evidence_section
+
+    scan = json.loads((Path(__file__).parent / "goldens" / "demo-tool" / "scan.json").read_text())
+    outcomes = [o.to_dict() for o in read_outcomes(EVIDENCE / "2026-12-01-nvidia-h200-probes.json")]
+    ev = evidence_section(scan["binaries"], outcomes=outcomes, through="nvidia")
+    assert ev["families"]["blas"]["level"] == "functional-pass"
+    assert ev["families"]["tensorrt"]["level"] == "static"  # no probe for it
+    assert ev["binaries"]["plugins/trt_export.dll"] == "static"  # blocked

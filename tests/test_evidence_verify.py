@@ -86,3 +86,18 @@ def test_smoke_after_fix_prints_each_probe(fixed):
     outcomes = smoke_after_fix(load_journal(fixed).plan, echo=lines.append, limit=30)
     assert outcomes is not None and outcomes[0].family == "driver_api"
     assert any("probe driver_api" in line and "unsupported" in line for line in lines)
+
+
+def test_doctor_run_and_the_fixed_target(fixed):
+    from click.testing import CliRunner
+
+    from cuda4amd.cli.doctor import doctor
+    from cuda4amd.evidence.runner import STATUSES
+
+    result = CliRunner().invoke(doctor, ["--run", "--timeout", "20", "--format", "json", "--target", str(fixed)])
+    assert result.exit_code == 0, result.output
+    doc = json.loads(result.output[result.output.index("{"):])
+    outcomes = doc["probes"]["outcomes"]
+    assert [o["family"] for o in outcomes][0] == "driver_api" and all(o["status"] in STATUSES for o in outcomes)
+    texts = [c["text"] for c in doc["readiness"]["checks"]]
+    assert any("ZLUDA files the fix copied" in t and "unchanged" in t for t in texts)
