@@ -93,3 +93,10 @@ def test_the_issue_form_asks_for_the_report_file():
     form = (Path(__file__).parent.parent / ".github" / "ISSUE_TEMPLATE" / "compat-report.yml").read_text()
     assert "id: report" in form and "cuda4amd verify APP --run -o verify.json" in form
     assert "required: true" in form.split("id: report")[1].split("- type:")[0]
+
+
+def test_hostile_nesting_is_skipped(tmp_path):
+    deep = tmp_path / "deep.json"
+    deep.write_text("[" * 200000 + "]" * 200000)
+    good, skipped = load_reports([deep])
+    assert not good and "not a readable JSON report" in skipped[0]["reason"]

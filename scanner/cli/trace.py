@@ -40,7 +40,7 @@ def explain(path, report_file, zluda_release, fmt, output) -> None:
     if report_file:
         try:
             scan = json.loads(open(report_file, encoding="utf-8").read())
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:
             fail(f"{report_file}: not a readable JSON report: {exc}")
         if isinstance(scan, dict) and isinstance(scan.get("scan"), dict):
             scan = scan["scan"]  # a verify or after-fix report holds the scan

@@ -55,7 +55,7 @@ def load_reports(paths: Iterable[str | Path]) -> tuple[list[tuple[str, dict[str,
             if p.stat().st_size > MAX_REPORT_BYTES:
                 raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
             doc = json.loads(p.read_text(encoding="utf-8"))
-        except (OSError, ValueError) as exc:
+        except (OSError, ValueError, RecursionError) as exc:  # RecursionError: hostile nesting
             skipped.append({"source": str(path), "reason": f"not a readable JSON report: {exc}"})
             continue
         scan = _scan_of(doc)

@@ -51,6 +51,6 @@ def outcomes_of(document: dict[str, Any]) -> list[Outcome]:
 def read_outcomes(path: str | Path) -> list[Outcome]:
     try:
         document = json.loads(Path(path).read_text(encoding="utf-8"))
-    except (OSError, ValueError) as exc:
+    except (OSError, ValueError, RecursionError) as exc:
         raise OutcomeFileError(f"cannot read {path}: {exc}") from None
     return outcomes_of(document)
