@@ -12,6 +12,8 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
 from cuda4amd.cli import main
 from cuda4amd.rules.loader import load_rules
@@ -132,3 +134,15 @@ def test_cli_formats_and_the_scan_report(traces, tmp_path):
     assert "last kernel launch: vector_add" in text and "what to do:" in text
     md = CliRunner().invoke(main, ["trace", "explain", str(traces), "--format", "markdown"]).output
     assert md.startswith("# ZLUDA trace explained") and "| fft | `cufftPlan1d` | stub |" in md
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.text(alphabet=st.sampled_from(list("cuInit(: 0x1,\") -> CUDA_SUCCESS\n    [ZLUDA_TRACE] {}") + ["\x00", "é"]),
+               max_size=400))
+def test_any_log_text_parses_without_error(text):
+    calls, lines, notes = parse_log(text)
+    assert notes <= lines
+    from cuda4amd.trace.read import TraceRun
+
+    run = TraceRun(name="x", where=".", calls=calls, files={}, side={}, lines=lines, unparsed=notes)
+    explain([run], release=None, path="x")
