@@ -101,3 +101,14 @@ def test_doctor_run_and_the_fixed_target(fixed):
     assert [o["family"] for o in outcomes][0] == "driver_api" and all(o["status"] in STATUSES for o in outcomes)
     texts = [c["text"] for c in doc["readiness"]["checks"]]
     assert any("ZLUDA files the fix copied" in t and "unchanged" in t for t in texts)
+
+
+def test_a_windows_fix_is_verified_here_but_probed_there(rules, tmp_path, fix_cache):
+    from test_fix_support import demo_copy
+
+    tool = demo_copy(tmp_path)
+    assert fix(rules, tool, fix_cache).status == "applied"  # the Windows fixture release, recorded Windows host
+    report = verify_fixed(tool, run=True)
+    assert report.verification.ok and report.outcomes is None
+    assert report.skipped == "the fix is for Windows; the probes run there"
+    assert report.to_dict()["probes"] is None and report.ok
