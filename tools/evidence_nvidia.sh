@@ -1,7 +1,14 @@
 #!/bin/bash
 # The NVIDIA evidence run (docs/evidence.md): the smoke probes, unchanged, against NVIDIA's libraries.
+# Run from a folder holding the package as cuda4amd/ (how it ran on the device: .dev-h6/{run.sh,cuda4amd/}),
+# or as tools/evidence_nvidia.sh in a checkout (the package folder scanner/ is linked as cuda4amd/ in a temp dir).
+# Writes $OUT/nvidia-h200-probes{,-2}.json and .log ($OUT defaults to the current folder).
 set -u
+OUT=${OUT:-$PWD}
 cd "$(dirname "$0")"
+if [ ! -d cuda4amd ] && [ -d ../scanner ]; then
+  PKG=$(mktemp -d); ln -s "$(cd ../scanner && pwd)" "$PKG/cuda4amd"; cd "$PKG"
+fi
 PY=/opt/torch/.venv/bin/python3
 [ -x "$PY" ] || PY=python3
 SITE=$($PY -c 'import site,sys; print(site.getsitepackages()[0])')
