@@ -35,13 +35,14 @@ def doctor(fmt, output, target, run_probes, timeout) -> None:
     from cuda4amd.host import detect_host, readiness
     from cuda4amd.host.doctor import doctor_document, render_console
     from cuda4amd.host.extra_checks import with_extra_checks
-    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.rules.loader import RulesError, load_rules
 
     if fmt is None:
         fmt = "json" if output and output.lower().endswith(".json") else "console"
     try:
-        report = detect_host(target=target)
-        ready = with_extra_checks(report, readiness(report), target)
+        rules = load_rules()
+        report = detect_host(target=target, rules=rules)
+        ready = with_extra_checks(report, readiness(report, rules=rules), target)
     except RulesError as exc:
         click.echo(f"cuda4amd: {exc}", err=True)
         sys.exit(2)

@@ -7,17 +7,18 @@ from __future__ import annotations
 import shutil
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import click
+
+from cuda4amd.report import GRAPH_FORMATS
 
 # Exit statuses, documented in docs/exit-status.md.
 EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
 EXIT_USAGE = 2
-GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
 
 
-def fail(message: str) -> None:
+def fail(message: str) -> NoReturn:
     click.echo(f"cuda4amd: {message}", err=True)
     sys.exit(EXIT_USAGE)
 
@@ -66,10 +67,11 @@ def emit(
 
     if output:
         write(output, render(fmt, shared, verbose=verbose))
-    if graph_file and make_graph is not None:
+    graph_format = graph_format_option(graph_file)
+    if graph_file and graph_format and make_graph is not None:
         from cuda4amd.report import graph_export
 
-        write(graph_file, graph_export.dumps(make_graph(), graph_format_option(graph_file)))
+        write(graph_file, graph_export.dumps(make_graph(), graph_format))
     if not output and fmt != "console":
         click.echo(render(fmt, shared), nl=False)
     else:

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from cuda4amd.scan.pipeline import Progress as ScanProgress
 
@@ -17,7 +17,7 @@ class TerminalProgress(ScanProgress):
             console=Console(stderr=True),
             transient=True,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "TerminalProgress":
         self._bar.__enter__()

@@ -11,20 +11,22 @@ from pathlib import Path
 import click
 
 from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format, write
+from cuda4amd.report import FORMATS
 
 
 def _load(path: str) -> dict:
     from cuda4amd.report.diff import ReportFileError, load_report
 
     try:
-        return load_report(path)
+        document = load_report(path)
     except ReportFileError as exc:
         fail(str(exc))
+    return document
 
 
 @click.command("report")
 @click.argument("saved", metavar="SCAN.json", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]),
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
               help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (.json, .toml, .md or .txt).")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False), metavar="FILE",
@@ -52,7 +54,7 @@ def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
         return graph_export.from_document(shared)
 
     emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose)
-    sys.exit(EXIT_FOR_VERDICT.get(document.get("verdict"), 0))
+    sys.exit(EXIT_FOR_VERDICT.get(str(document.get("verdict")), 0))
 
 
 @click.command("diff")

@@ -7,11 +7,12 @@ from pathlib import Path
 import click
 
 from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format
+from cuda4amd.report import FORMATS
 
 
 @click.command()
 @click.argument("target")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]), help="Output format (default: from -o's extension, else console).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to FILE (.json, .toml, .md or .txt).")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE", help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
 @click.option("--no-redact", is_flag=True, help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout (redacted by default).")
@@ -19,6 +20,7 @@ from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_optio
 @click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
+@click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET (reported and skipped by default).")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
@@ -28,7 +30,7 @@ from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_optio
 @click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
 @click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, verbose,
+def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, follow_links, host, verbose,
          fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
@@ -52,6 +54,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         search_paths=tuple(Path(p) for p in search_paths),
         rule_dirs=tuple(Path(p) for p in rule_dirs),
         host=host,
+        follow_links=follow_links,
     )
     try:
         with _progress() as progress:
@@ -90,7 +93,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         host=None,
         echo=click.echo,
         confirm=None,
-        rules=None,
+        rules=result.rules,
         launcher_dir=launcher_dir,
         rescan=None,
         progress=download_progress(),

@@ -12,17 +12,43 @@ from pathlib import Path
 
 import click
 
-__all__ = ["fix_target", "run_program", "find_fixed_root", "download_progress", "locate", "fixed_launch"]
+__all__ = ["fix_target", "undo_target", "run_program", "find_fixed_root", "download_progress", "locate",
+           "fixed_launch"]
 
 EXIT_USAGE = 2
+EXIT_REFUSED = 5
 EXIT_UNDO_INCOMPLETE = 6
 
 
-def fix_target(*args, **kwargs):
-    """See cuda4amd.fix.apply.fix_target."""
+def fix_target(result, **kwargs):
+    """See cuda4amd.fix.apply.fix_target; holds the target's lock (cuda4amd.fix.lock) throughout."""
+    from cuda4amd.fix.apply import FixOutcome
     from cuda4amd.fix.apply import fix_target as impl
+    from cuda4amd.fix.lock import LockError, target_lock
+    from cuda4amd.fix.plan import PlanError, target_root
+    from cuda4amd.report.escape import visible_lines
 
-    return impl(*args, **kwargs)
+    say = kwargs.get("echo") or print
+    kwargs["echo"] = lambda text: say(visible_lines(text))  # the plan names files of the tree: no escapes pass
+    try:
+        root = target_root(result.target)
+    except PlanError:
+        return impl(result, **kwargs)  # refused there, with its message
+    try:
+        with target_lock(root, "scan --fix"):
+            return impl(result, **kwargs)
+    except LockError as exc:
+        kwargs["echo"](f"cuda4amd: fix refused: {exc}")
+        return FixOutcome("refused", str(exc))
+
+
+def undo_target(root: Path, *, force: bool = False):
+    """cuda4amd.fix.journal.undo_target under the target's lock (raises LockError when another holds it)."""
+    from cuda4amd.fix.journal import undo_target as impl
+    from cuda4amd.fix.lock import target_lock
+
+    with target_lock(root, "undo"):
+        return impl(root, force=force)
 
 
 def download_progress():
@@ -77,6 +103,7 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
     """Run `program` with the environment of the fix (through zluda.exe on
     Windows in launcher mode) and return its exit status."""
     from cuda4amd.fix.journal import FixDirError, load_journal
+    from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME
 
     args = list(args)
     if args and args[0] == "--":
@@ -86,13 +113,17 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
         root = locate(target)
         root = root.parent if root.is_file() else root
     else:
-        root = find_fixed_root(path)
-        if root is None:
-            raise click.UsageError(f"no cuda4amd fix found for {program} (no .cuda4amd/journal.json in its folder "
+        found = find_fixed_root(path)
+        if found is None:
+            raise click.UsageError(f"no cuda4amd fix found for {program} (no {FIX_DIR}/{JOURNAL_NAME} in its folder "
                                    f"or above): run `cuda4amd scan FOLDER --fix` first, or pass --target")
-    try:
-        journal = load_journal(root)
-    except FixDirError as exc:
+        root = found
+    from cuda4amd.fix.lock import LockError, target_lock
+
+    try:  # held while the journal is read: a fix or undo running now cannot hand over half a journal
+        with target_lock(root, "run"):
+            journal = load_journal(root)
+    except (FixDirError, LockError) as exc:
         raise click.UsageError(str(exc)) from None
     if journal is None or not journal.complete:
         raise click.UsageError(f"{root}: the fix is not complete (journal state "

@@ -8,6 +8,8 @@ from rich.markup import escape
 from rich.table import Table
 from rich.text import Text
 
+from cuda4amd.report.escape import visible_document
+
 STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow"}
 HEADLINE = {
     "ready": "every CUDA binary can run through ZLUDA",
@@ -18,6 +20,7 @@ HEADLINE = {
 
 
 def render(document: dict, *, verbose: bool = False, color: bool = False, width: int = 120) -> str:
+    document = visible_document(document)  # no name from the tree reaches the terminal as control characters
     out = io.StringIO()
     console = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False)
     _print(console, document, verbose)

@@ -21,16 +21,17 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-SCAN_SCHEMA = "cuda4amd.scan/1"
+from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
+from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
+
 DIFF_SCHEMA = "cuda4amd.diff/1"
 REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent
-LATER = {"basis": "", "host": None, "packages": [], "engine": "fast"}
+LATER: dict[str, object] = {"basis": "", "host": None, "packages": [], "engine": "fast"}
 
 BINARY_RANK = {"blocked": 0, "degraded": 1, "ready": 2}
 OVERALL_RANK = {"blocked": 0, "partial": 1, "ready": 2}
 DEPENDENCY_FIELDS = ("family", "load", "route", "replacement", "how", "resolved")
-SYMBOL_STATES = ("implemented", "stub", "missing", "unchecked")
 
 
 class ReportFileError(ValueError):

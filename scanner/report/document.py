@@ -7,7 +7,7 @@ compatible.
 from __future__ import annotations
 
 from cuda4amd import __version__
-from cuda4amd.scan.read.fatbin import KernelReport
+from cuda4amd.model import KernelReport
 
 NO_KERNELS = KernelReport()
 

@@ -29,6 +29,9 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from cuda4amd.model import REPORT_SYMBOL_STATES
+from cuda4amd.report.escape import visible_document
+
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
@@ -71,7 +74,7 @@ LEVELS = (
 
 def render(document: dict, *, budget: int = BUDGET) -> str:
     """The Markdown report; never longer than `budget` characters."""
-    report = _Report(document)
+    report = _Report(visible_document(document))  # names with newlines or ESC/BEL stay one visible name
     for level in LEVELS[:-1]:
         text = report.assemble(level)
         if len(text) <= budget:
@@ -401,7 +404,7 @@ class _Report:
     @staticmethod
     def _functions(dep: dict) -> str:
         symbols = dep.get("symbols") or {}
-        parts = [f"{len(symbols[s])} {s}" for s in ("implemented", "stub", "missing", "unchecked") if symbols.get(s)]
+        parts = [f"{len(symbols[s])} {s}" for s in REPORT_SYMBOL_STATES if symbols.get(s)]
         if dep.get("ordinals"):
             parts.append(f"{len(dep['ordinals'])} by ordinal")
         return ", ".join(parts) or "—"

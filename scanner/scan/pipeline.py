@@ -21,7 +21,7 @@ from cuda4amd.model import FileError, ScannedBinary
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
-from cuda4amd.scan.distributions import Distribution, find_distributions, owner_map
+from cuda4amd.scan.distributions import find_distributions, owner_map
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
@@ -45,6 +45,7 @@ class ScanOptions:
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
+    follow_links: bool = False  # walk links to folders outside the target (else reported, not followed)
 
 
 @dataclass
@@ -62,6 +63,9 @@ class ScanResult:
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: what the scan was asked for and the rules it judged with: `scan --fix` plans and verifies with both
+    options: ScanOptions | None = None
+    rules: RuleSet | None = None
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -95,7 +99,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.discovering()
-    found = discovery.discover(target)
+    found = discovery.discover(target, follow_links=options.follow_links)
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -104,7 +108,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    distributions = find_distributions(target)
+    distributions = find_distributions(target, follow_links=options.follow_links)
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
@@ -122,9 +126,10 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     judged_in_tree = in_tree_identities(by_path, identities)
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
-    gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
+    redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
+    gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
     verdicts = decide(binaries, dependencies, identities, gaps)
-    packages = _packages(verdicts, distributions, options, rules, release)
+    packages = package_verdicts(verdicts, distributions, rules.frameworks, rules, release) if distributions else []
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -141,6 +146,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         host=host,
         basis=basis,
         timings=timings,
+        options=options,
+        rules=rules,
     )
 
 
@@ -165,22 +172,6 @@ def _gpu_text(host: HostReport) -> str:
     if gpu is None:
         return "no AMD GPU"
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
-
-
-def _packages(
-    verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet, release: ZludaRelease
-) -> list[PackageVerdict]:
-    if not distributions:
-        return []
-    from cuda4amd.rules.frameworks import load_frameworks
-
-    # a user's rules folders come first, so their framework files win
-    frameworks: tuple = ()
-    for folder in options.rule_dirs:
-        if (folder / "frameworks").is_dir():
-            frameworks += load_frameworks(folder, rules=rules)
-    frameworks += load_frameworks(rules=rules)
-    return package_verdicts(verdicts, distributions, frameworks, rules, release)
 
 
 def read_all(
@@ -210,7 +201,7 @@ def read_all(
                 errors.append(FileError(item.path, "read", "vanished during the scan"))
             except OSError as exc:
                 errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
-            except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
+            except discovery.ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
                 errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
             else:
                 binaries.append(binary)
@@ -229,6 +220,7 @@ def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
     spooled to a temporary file and mapped, so memory stays flat.
     """
     if item.member is None or archive is None:
+        assert item.disk_path is not None  # discovery gives every file outside an archive its path
         with mapped(item.disk_path) as buf:
             yield buf, item.disk_path
         return
