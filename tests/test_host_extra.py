@@ -2,6 +2,8 @@
 ZLUDA's files since the fix, and the first-run note."""
 from __future__ import annotations
 
+import json
+import os
 import sys
 from types import SimpleNamespace
 
@@ -15,7 +17,7 @@ from cuda4amd.host.integrity import changed_files, zluda_file_checks
 from cuda4amd.host.report import HipRuntimeInfo, HostReport
 from cuda4amd.host.sdk import HipSdk
 from cuda4amd.host.zluda_device import device_checks
-from cuda4amd.scan.read.fatbin import FatbinEntry, KernelReport
+from cuda4amd.model import FatbinEntry, KernelReport
 
 IGPU = Gpu("AMD Radeon(TM) Graphics", "gfx1036", "hip-runtime", integrated=True, hip_index=0)
 DGPU = Gpu("AMD Radeon RX 7900 XTX", "gfx1100", "hip-runtime", integrated=False, hip_index=1)
@@ -84,8 +86,58 @@ def test_quarantined_and_altered_zluda_files_are_named(rules, tmp_path, fix_cach
     assert zluda_file_checks(tmp_path) == []  # no fix there
 
 
+@pytest.mark.skipif(sys.platform != "linux", reason="fixes the Linux fixture app; FIFOs")
+def test_a_link_or_fifo_in_a_zluda_files_place_is_a_change_never_opened(rules, tmp_path, fix_cache):
+    """A link to elsewhere (or to a FIFO, which a plain open would wait on forever) is compared, not followed."""
+    from test_fix_apply import fix
+    from test_fix_support import LINUX_HOST, LINUX_TGZ, linux_app
 
-def verdict(entries, containers=1, fmt="pe"):
+    app = linux_app(tmp_path)
+    assert fix(rules, app, fix_cache, host=LINUX_HOST, zluda=LINUX_TGZ).status == "applied"
+    store = app / ".cuda4amd" / "zluda"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)
+    (store / "libcublas.so").unlink()
+    (store / "libcublas.so").symlink_to(fifo)
+    (store / "libnvcuda.so").unlink()
+    os.mkfifo(store / "libnvcuda.so")
+    missing, changed, _ = changed_files(app)
+    assert missing == [] and {c.rsplit("/", 1)[-1] for c in changed} == {"libcublas.so", "libnvcuda.so"}
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fixes the Linux fixture app")
+def test_an_untrusted_journal_is_reported_and_nothing_it_names_is_read(rules, tmp_path, fix_cache):
+    from test_fix_apply import fix
+    from test_fix_support import LINUX_HOST, LINUX_TGZ, linux_app
+
+    app = linux_app(tmp_path)
+    assert fix(rules, app, fix_cache, host=LINUX_HOST, zluda=LINUX_TGZ).status == "applied"
+    journal = app / ".cuda4amd" / "journal.json"
+    data = json.loads(journal.read_text(encoding="utf-8"))
+    data["actions"][0]["sha256"] = "0" * 64  # edited by hand: the MAC no longer verifies
+    journal.write_text(json.dumps(data), encoding="utf-8")
+    [check] = zluda_file_checks(app)
+    assert check.status == "warning" and "not checked" in check.text and "MAC" in check.text
+
+
+@pytest.mark.skipif(sys.platform != "linux", reason="fixes the Linux fixture app")
+def test_a_target_in_use_is_not_checked(rules, tmp_path, fix_cache):
+    from test_fix_apply import fix
+    from test_fix_support import LINUX_HOST, LINUX_TGZ, linux_app
+
+    from cuda4amd.fix.lock import target_lock
+
+    app = linux_app(tmp_path)
+    assert fix(rules, app, fix_cache, host=LINUX_HOST, zluda=LINUX_TGZ).status == "applied"
+    with target_lock(app, "undo"):
+        [check] = zluda_file_checks(app)
+    assert check.status == "info" and "in use" in check.text
+    [ok] = zluda_file_checks(app)
+    assert ok.status == "ok"
+
+
+
+def verdict(entries, containers=1, fmt="PE"):
     kernels = KernelReport(entries=tuple(entries), containers=containers, state="ptx-available")
     return SimpleNamespace(binary=SimpleNamespace(kernels=kernels, info=SimpleNamespace(format=fmt)))
 
@@ -97,6 +149,6 @@ def test_first_run_counts_ptx_and_names_the_cache():
     note = first_run([verdict([ptx, rel, sass], containers=3)])
     assert note["ptx_entries"] == 1 and note["ptx_bytes"] == 60 << 20 and note["modules"] == 1
     assert note["long"] and note["cache"] == CACHE_PATHS["windows"]
-    mixed = first_run([verdict([ptx]), verdict([ptx], fmt="elf")])
+    mixed = first_run([verdict([ptx]), verdict([ptx], fmt="ELF")])
     assert mixed["cache"] == CACHE_PATHS and mixed["binaries"] == 2
     assert first_run([verdict([sass])]) is None

@@ -14,6 +14,8 @@ from __future__ import annotations
 
 from typing import Any, Iterable
 
+from cuda4amd.model import platform_of
+
 __all__ = ["first_run", "CACHE_PATHS"]
 
 CACHE_PATHS = {
@@ -40,7 +42,7 @@ def first_run(verdicts: Iterable[Any]) -> dict[str, Any] | None:
         containers += min(max(1, kernels.containers), len(ptx))  # a container holds at least one of the PTX
         entries += len(ptx)
         size += sum(e.uncompressed_size or e.size for e in ptx)
-        platforms.add("windows" if v.binary.info.format == "pe" else "linux")
+        platforms.add(platform_of(v.binary.info.format))
     if not binaries:
         return None
     platform = "windows" if platforms == {"windows"} else "linux" if platforms == {"linux"} else None
