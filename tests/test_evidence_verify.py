@@ -112,3 +112,44 @@ def test_a_windows_fix_is_verified_here_but_probed_there(rules, tmp_path, fix_ca
     assert report.verification.ok and report.outcomes is None
     assert report.skipped == "the fix is for Windows; the probes run there"
     assert report.to_dict()["probes"] is None and report.ok
+
+
+def test_verify_waits_for_no_one_and_reads_no_journal_while_the_target_is_in_use(fixed):
+    from click.testing import CliRunner
+
+    from cuda4amd.cli.verify import verify
+    from cuda4amd.fix.lock import LockError, target_lock
+
+    with target_lock(fixed, "undo"):
+        with pytest.raises(LockError, match="in use by"):
+            verify_fixed(fixed, run=False)
+        result = CliRunner().invoke(verify, [str(fixed)])
+    assert result.exit_code == 2 and "in use by" in result.output
+    assert verify_fixed(fixed, run=False).verification.ok  # released: verified as before
+
+
+def test_verify_rescans_with_the_rules_the_fix_was_made_with(tmp_path, fix_cache):
+    """`scan --rules DIR --fix`, then `verify --rules DIR`: its re-scan judges as the fix's scan did."""
+    from test_fix_options import VENDOR_FAMILY, chain_app, rules_folder
+    from test_fix_options import fix as fix_cli
+
+    from cuda4amd.scan.pipeline import ScanOptions
+
+    tool = chain_app(tmp_path)
+    custom = rules_folder(tmp_path, {"families.toml": VENDOR_FAMILY})
+    assert fix_cli(tool, "--rules", custom).exit_code == 0
+
+    def vendor_family(report) -> set:
+        return {d.get("family") for b in report.scan["binaries"] if b["path"] == "chain_app.exe"
+                for d in b["dependencies"] if d["name"] == "missing_vendor.dll"}
+
+    ruled = verify_fixed(tool, run=False, options=ScanOptions(target=str(tool), rule_dirs=(custom,)))
+    assert ruled.verification.ok and vendor_family(ruled) == {"vendor"}
+    assert vendor_family(verify_fixed(tool, run=False)) != {"vendor"}  # the shipped rules know no such family
+    out = tmp_path / "verify.json"
+    done = subprocess.run([sys.executable, "-m", "cuda4amd", "verify", str(tool), "--rules", str(custom),
+                           "-o", str(out), "--no-redact"], capture_output=True, text=True)
+    assert done.returncode == 0, done.stdout + done.stderr
+    scan = json.loads(out.read_text(encoding="utf-8"))["scan"]
+    assert {d.get("family") for b in scan["binaries"] if b["path"] == "chain_app.exe"
+            for d in b["dependencies"] if d["name"] == "missing_vendor.dll"} == {"vendor"}

@@ -22,12 +22,22 @@ EXIT_PROBE_FAILED = 8
 @click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the verify report: FILE.json (the whole report) or FILE.md (the scan with its evidence).")
 @click.option("--no-redact", is_flag=True, help="Keep home, user and host names in the file report.")
-def verify(target, run_probes, timeout, output, no_redact) -> None:
+@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True,
+              help="Binary reader of the re-scan.")
+@click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Extra folder to resolve libraries in, as given to `scan --fix`; repeatable.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="Extra rules folder, as given to `scan --fix`; repeatable.")
+@click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET, as `scan` does.")
+def verify(target, run_probes, timeout, output, no_redact, engine, search_paths, rule_dirs, follow_links) -> None:
     """Check TARGET, fixed by `cuda4amd scan TARGET --fix`: every file as the fix
     wrote it and every redirected dependency loading ZLUDA's file (sha256).
     With --run, run one smoke probe per linked library, each in its own process,
     through the fix's environment; each ends pass, unsupported (a safe refusal),
     incorrect, timeout, hang or crash.
+
+    The re-scan judges with the shipped rules; pass the --rules, --search-path
+    and --follow-links the fix was made with to verify it the way it was judged.
 
     Exit status: 0 verified (probes passed or refused safely), 7 a file or link
     check failed, 8 a probe was incorrect, timed out, hung or crashed, 2 usage error.
@@ -36,8 +46,10 @@ def verify(target, run_probes, timeout, output, no_redact) -> None:
     from cuda4amd.evidence.render import console_lines
     from cuda4amd.fix.commands import locate
     from cuda4amd.fix.journal import FixDirError
+    from cuda4amd.fix.lock import LockError
     from cuda4amd.rules.loader import RulesError
     from cuda4amd.scan.discover import TargetError
+    from cuda4amd.scan.pipeline import ScanOptions
 
     path = locate(target)
     root = path.parent if path.is_file() else path
@@ -50,8 +62,10 @@ def verify(target, run_probes, timeout, output, no_redact) -> None:
     if run_probes:
         click.echo(f"smoke probes through the fix in {root} (each up to {timeout:g} s):")
     try:
-        report = verify_fixed(root, run=run_probes, limit=timeout, progress=show)
-    except (FixDirError, TargetError, RulesError) as exc:
+        options = ScanOptions(target=str(root), engine=engine, search_paths=tuple(Path(p) for p in search_paths),
+                              rule_dirs=tuple(Path(p) for p in rule_dirs), follow_links=follow_links)
+        report = verify_fixed(root, run=run_probes, limit=timeout, progress=show, options=options)
+    except (FixDirError, LockError, TargetError, RulesError) as exc:
         fail(str(exc))
     if report.skipped:
         click.echo(f"  probes not run: {report.skipped}")

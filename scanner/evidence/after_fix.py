@@ -12,12 +12,13 @@ from __future__ import annotations
 
 import json
 import os
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Callable
 
 from cuda4amd.evidence.record import probe_document
 from cuda4amd.evidence.runner import PROBES, Outcome, run_probes
+from cuda4amd.scan.pipeline import ScanOptions
 
 __all__ = ["VerifyReport", "verify_fixed", "probe_names", "SCHEMA", "FAILING", "can_run_here"]
 
@@ -90,27 +91,42 @@ def probe_names(plan, root: Path) -> dict[str, list[str]]:
 
 
 def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable[[], Any] | None = None,
-                 progress: Callable[[Outcome], None] | None = None, python: str | None = None) -> VerifyReport:
-    """Re-scan `root`, check the fix's files and links, and with `run` run the probes."""
+                 progress: Callable[[Outcome], None] | None = None, python: str | None = None,
+                 options: ScanOptions | None = None) -> VerifyReport:
+    """Re-scan `root`, check the fix's files and links, and with `run` run the probes.
+
+    The journal is read only through fix.journal.load_journal (trusted
+    journals: FixDirError otherwise) and, with the re-scan and the checks,
+    under the target's lock (LockError while a fix, undo or run holds it), as
+    `cuda4amd run` reads it; the probes run after the lock is released, as a
+    program started by `cuda4amd run` does. `options`: the re-scan's search
+    paths, extra rules and links policy (the target, release and host are the
+    fix's), so a fix made with `scan --rules/--search-path` is verified the way
+    it was judged."""
     from cuda4amd.fix.commands import fixed_launch
     from cuda4amd.fix.journal import FixDirError, load_journal
+    from cuda4amd.fix.lock import target_lock
     from cuda4amd.fix.verify import verify
     from cuda4amd.report.document import build
 
-    journal = load_journal(root)
-    if journal is None:
-        raise FixDirError(f"no cuda4amd fix in {root}: run `cuda4amd scan {root} --fix` first")
-    if not journal.complete:
-        raise FixDirError(f"{root}: the fix is not complete (journal state {journal.state}): re-run "
-                          f"`cuda4amd scan {root} --fix` or `cuda4amd undo {root}`")
-    plan = journal.plan
-    if rescan is None:
-        from cuda4amd.scan.pipeline import ScanOptions, run_scan
+    with target_lock(root, "verify"):
+        journal = load_journal(root)
+        if journal is None:
+            raise FixDirError(f"no cuda4amd fix in {root}: run `cuda4amd scan {root} --fix` first")
+        if not journal.complete:
+            raise FixDirError(f"{root}: the fix is not complete (journal state {journal.state}): re-run "
+                              f"`cuda4amd scan {root} --fix` or `cuda4amd undo {root}`")
+        plan = journal.plan
+        if rescan is None:
+            from cuda4amd.scan.pipeline import run_scan
 
-        def rescan():
-            return run_scan(ScanOptions(target=str(root), zluda_release=plan.release.get("tag"), host="none"))
-    after = rescan()
-    verification = verify(journal, after)
+            again = replace(options or ScanOptions(target=str(root)), target=str(root),
+                            zluda_release=plan.release.get("tag"), host="none")
+
+            def rescan():
+                return run_scan(again)
+        after = rescan()
+        verification = verify(journal, after)
     outcomes = None
     skipped = None
     if run:
