@@ -100,3 +100,12 @@ def test_hostile_nesting_is_skipped(tmp_path):
     deep.write_text("[" * 200000 + "]" * 200000)
     good, skipped = load_reports([deep])
     assert not good and "not a readable JSON report" in skipped[0]["reason"]
+
+
+def test_list_cells_never_start_a_formula_and_markdown_shows_no_control_characters():
+    matrix = {"levels": [], "skipped": [{"source": "x\x1b[2J.json", "reason": "bad"}],
+              "rows": [{"application": "app\x07", "version": "", "zluda": "", "gfx": "", "verdict": "ready",
+                        "evidence": "static", "probes": ["=cmd|x", "pass"], "reports": 1}]}
+    assert "'=cmd|x;pass" in to_csv(matrix)
+    shown = to_markdown(matrix)
+    assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown

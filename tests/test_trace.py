@@ -146,3 +146,18 @@ def test_any_log_text_parses_without_error(text):
 
     run = TraceRun(name="x", where=".", calls=calls, files={}, side={}, lines=lines, unparsed=notes)
     explain([run], release=None, path="x")
+
+
+def test_control_characters_of_a_trace_never_reach_the_terminal(tmp_path):
+    """A trace is the traced program's text: its names are shown as visible escapes (report.escape)."""
+    from cuda4amd.trace import render
+
+    run = tmp_path / "app\x1b]0;owned\x07"
+    run.mkdir()
+    (run / "log.txt").write_text("cuInit(flags: 0) -> CUDA_SUCCESS\n"
+                                 "cuBad\x1b[2J|`x(a: 1) -> CUDA_ERROR_NOT_SUPPORTED\n", encoding="utf-8")
+    doc = explain(open_trace(tmp_path), release=(lambda r: r.release(r.default_release))(load_rules()), scan=None, path=str(tmp_path))
+    for shown in (render.text(doc), render.markdown(doc)):
+        assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
+    result = CliRunner().invoke(main, ["trace", "explain", str(tmp_path)])
+    assert result.exit_code == 0 and "\x1b" not in result.output

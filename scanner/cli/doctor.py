@@ -50,9 +50,10 @@ def doctor(fmt, output, target, run_probes, timeout) -> None:
     if run_probes:
         from cuda4amd.evidence.machine import machine_probes
         from cuda4amd.evidence.record import probe_document
+        from cuda4amd.report.escape import visible
 
         through, zluda, outcomes = machine_probes(report, limit=timeout, progress=lambda o: click.echo(
-            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {o.detail}", err=fmt == "json" and not output))
+            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}", err=fmt == "json" and not output))
         probes = probe_document(outcomes, through=through, zluda=zluda)
     if fmt == "json":
         document = doctor_document(report, ready)

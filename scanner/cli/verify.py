@@ -47,6 +47,7 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     from cuda4amd.fix.commands import locate
     from cuda4amd.fix.journal import FixDirError
     from cuda4amd.fix.lock import LockError
+    from cuda4amd.report.escape import visible, visible_document
     from cuda4amd.rules.loader import RulesError
     from cuda4amd.scan.discover import TargetError
     from cuda4amd.scan.pipeline import ScanOptions
@@ -55,7 +56,7 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     root = path.parent if path.is_file() else path
 
     def show(o) -> None:
-        click.echo(f"  probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {o.detail}")
+        click.echo(f"  probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}")
 
     if output and Path(output).suffix.lower() not in (".json", ".md"):
         raise click.UsageError(f"cannot tell the format from {output!r}: use .json or .md")
@@ -70,7 +71,7 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     if report.skipped:
         click.echo(f"  probes not run: {report.skipped}")
     click.echo(report.verification.summary())
-    for line in console_lines(report.scan):
+    for line in console_lines(visible_document(report.scan)):
         click.echo(line)
     if output:
         data = report.to_dict()

@@ -18,6 +18,7 @@ from typing import Any, Callable
 
 from cuda4amd.evidence.record import probe_document
 from cuda4amd.evidence.runner import PROBES, Outcome, run_probes
+from cuda4amd.report.escape import visible
 from cuda4amd.scan.pipeline import ScanOptions
 
 __all__ = ["VerifyReport", "verify_fixed", "probe_names", "SCHEMA", "FAILING", "can_run_here"]
@@ -154,7 +155,7 @@ def smoke_after_fix(plan, *, echo: Callable[[str], Any], limit: float = 60.0) ->
     prefix, env = fixed_launch(plan, plan.root)
     outcomes = run_probes([f for f in plan.families if f in PROBES], names=probe_names(plan, plan.root),
                           prefix=prefix, env=env, limit=limit,
-                          progress=lambda o: echo(f"  probe {o.family:<10} {o.status:<11} {o.detail}"))
+                          progress=lambda o: echo(f"  probe {o.family:<10} {o.status:<11} {visible(o.detail)}"))
     bad = [o.family for o in outcomes if o.status in FAILING]
     if bad:
         echo(f"probes failed for {', '.join(bad)}: the linked files are in place, but these libraries do not work "

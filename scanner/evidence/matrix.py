@@ -27,6 +27,7 @@ from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterable
 
 from cuda4amd.evidence.levels import LEVELS, rank
+from cuda4amd.report.escape import visible_document
 
 __all__ = ["SCHEMA", "load_reports", "fold", "to_markdown", "to_csv", "COLUMNS"]
 
@@ -136,6 +137,7 @@ def _cell(value: Any) -> str:
 
 
 def to_markdown(matrix: dict[str, Any]) -> str:
+    matrix = visible_document(matrix)  # names and reasons come from users' files
     head = ["application", "version", "ZLUDA", "gfx", "verdict", "evidence", "probes", "reports"]
     lines = ["# Compatibility matrix", "",
              "What runs through ZLUDA on which AMD GPU, folded from users' cuda4amd reports. *evidence*: the "
@@ -155,7 +157,7 @@ def to_csv(matrix: dict[str, Any]) -> str:
     writer = csv.writer(out, lineterminator="\n")
     writer.writerow(COLUMNS)
     for r in matrix["rows"]:
-        writer.writerow([";".join(r[c]) if isinstance(r[c], list) else _csv_safe(str(r[c])) for c in COLUMNS])
+        writer.writerow([_csv_safe(";".join(r[c]) if isinstance(r[c], list) else str(r[c])) for c in COLUMNS])
     return out.getvalue()
 
 

@@ -4,6 +4,8 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from cuda4amd.report.escape import visible_document
+
 __all__ = ["text", "markdown"]
 
 _SPECIAL = re.compile(r"([\\`*\[\]|#~<>_])")
@@ -13,11 +15,18 @@ def _md(value: object) -> str:
     return " ".join(_SPECIAL.sub(r"\\\1", str(value)).split())
 
 
+def _code(value: object) -> str:
+    """A function name as inline code (a name with a backtick as escaped text; '|' escaped for tables)."""
+    text = str(value)
+    return _md(text) if "`" in text else "`" + text.replace("|", "\\|") + "`"
+
+
 def _statuses(row: dict[str, Any]) -> str:
     return ", ".join(f"{s}×{n}" if n > 1 else s for s, n in row["statuses"].items())
 
 
 def text(doc: dict[str, Any]) -> str:
+    doc = visible_document(doc)  # a trace is the traced program's text: no control character reaches the terminal
     out = []
     for run in doc["runs"]:
         out.append(f"trace {run['run']} ({run['calls']} calls in {run['lines']} lines"
@@ -52,6 +61,7 @@ def text(doc: dict[str, Any]) -> str:
 
 
 def markdown(doc: dict[str, Any]) -> str:
+    doc = visible_document(doc)
     out = [f"# ZLUDA trace explained: {_md(doc['path'])}", ""]
     if doc.get("zluda_release"):
         out += [f"Function states from ZLUDA **{_md(doc['zluda_release'])}**'s tables.", ""]
@@ -60,12 +70,12 @@ def markdown(doc: dict[str, Any]) -> str:
                 f"({run['modules']['ptx_bytes']} bytes).", ""]
         if run["failed"]:
             out += ["| family | function | ZLUDA's state | statuses | first line |", "| --- | --- | --- | --- | --- |"]
-            out += [f"| {_md(r['family'] or '?')} | `{r['function']}` | {_md(r['state'])} | {_md(_statuses(r))} | "
+            out += [f"| {_md(r['family'] or '?')} | {_code(r['function'])} | {_md(r['state'])} | {_md(_statuses(r))} | "
                     f"{r['first_line']} |" for r in run["failed"][:100]]
             out.append("")
         launch = run["last_launch"]
         if launch:
-            out += [f"Last kernel launch: `{launch.get('kernel') or launch['function']}` (line {launch['line']}) from "
+            out += [f"Last kernel launch: {_code(launch.get('kernel') or launch['function'])} (line {launch['line']}) from "
                     f"{_md(', '.join(launch['module']) or 'an unknown module')}.", ""]
         for err in run["ptx_errors"]:
             out += [f"PTX rejected: {_md(err['ptx'] or err['log'])}: {_md('; '.join(err['errors'][:3]))}", ""]
