@@ -161,3 +161,15 @@ def test_control_characters_of_a_trace_never_reach_the_terminal(tmp_path):
         assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
     result = CliRunner().invoke(main, ["trace", "explain", str(tmp_path)])
     assert result.exit_code == 0 and "\x1b" not in result.output
+
+
+@pytest.mark.skipif(not hasattr(__import__("os"), "mkfifo"), reason="FIFOs")
+def test_a_fifo_in_a_trace_folder_is_not_read(tmp_path):
+    import os
+
+    run = tmp_path / "app"
+    run.mkdir()
+    (run / "log.txt").write_text("cuInit(flags: 0) -> CUDA_SUCCESS\n", encoding="utf-8")
+    os.mkfifo(run / "module_0001.log")
+    [only] = open_trace(tmp_path)
+    assert only.calls[0].name == "cuInit" and "module_0001.log" not in only.side

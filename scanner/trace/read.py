@@ -37,6 +37,9 @@ import tarfile
 import zipfile
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
+from typing import BinaryIO
+
+from cuda4amd.scan.read.engine import open_regular
 
 __all__ = ["TraceError", "Entry", "TraceRun", "open_trace", "parse_log", "ptx_header", "LOG_NAME", "MODULE_FILE"]
 
@@ -173,8 +176,9 @@ class _Source:
                 member = self._tar.extractfile(self._members[name])
                 data = member.read(limit + 1) if member else b""
             else:
-                with open(self.path.joinpath(*name.split("/")), "rb") as fh:
-                    data = fh.read(limit + 1)
+                # regular files only, opened non-blocking: a FIFO or device swapped in after the listing is refused
+                with open_regular(self.path.joinpath(*name.split("/"))) as fh:
+                    data = _read_up_to(fh, limit + 1)
         except (OSError, KeyError, zipfile.BadZipFile, tarfile.TarError, EOFError, RuntimeError) as exc:
             raise TraceError(f"{name}: cannot read: {exc}") from None
         if len(data) > limit:
@@ -187,6 +191,18 @@ class _Source:
             if _clean(info.filename) == name:
                 return info.filename
         raise KeyError(name)
+
+
+def _read_up_to(handle: BinaryIO, size: int) -> bytes:
+    """Up to `size` bytes (an unbuffered read may return fewer than asked before the end)."""
+    chunks, left = [], size
+    while left > 0:
+        block = handle.read(min(left, 1 << 20))
+        if not block:
+            break
+        chunks.append(block)
+        left -= len(block)
+    return b"".join(chunks)
 
 
 def _clean(name: str) -> str:
