@@ -4,10 +4,13 @@ from __future__ import annotations
 import csv
 import io
 import json
+import os
 from pathlib import Path
 
+import pytest
 from click.testing import CliRunner
 
+import cuda4amd.evidence.matrix as matrix_module
 from cuda4amd.cli import main
 from cuda4amd.evidence.matrix import fold, load_reports, to_csv, to_markdown
 
@@ -109,3 +112,15 @@ def test_list_cells_never_start_a_formula_and_markdown_shows_no_control_characte
     assert "'=cmd|x;pass" in to_csv(matrix)
     shown = to_markdown(matrix)
     assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="FIFOs")
+def test_a_fifo_or_an_oversized_file_is_skipped_not_waited_on(tmp_path, monkeypatch):
+    fifo = tmp_path / "report.json"
+    os.mkfifo(fifo)
+    big = tmp_path / "big.json"
+    big.write_text(json.dumps({"schema": "cuda4amd.scan/1", "binaries": [], "pad": "x" * 4096}))
+    monkeypatch.setattr(matrix_module, "MAX_REPORT_BYTES", 1024)
+    good, skipped = load_reports([fifo, big])
+    assert not good and [s["source"] for s in skipped] == [str(fifo), str(big)]
+    assert "not a regular file" in skipped[0]["reason"] and "more than 1024 bytes" in skipped[1]["reason"]

@@ -27,6 +27,7 @@ def matrix(reports, outputs, fmt) -> None:
     from pathlib import Path
 
     from cuda4amd.evidence.matrix import fold, load_reports, to_csv, to_markdown
+    from cuda4amd.report.escape import visible
 
     render = {"markdown": to_markdown, "csv": to_csv,
               "json": lambda m: json.dumps(m, indent=1, ensure_ascii=False) + "\n"}
@@ -35,7 +36,7 @@ def matrix(reports, outputs, fmt) -> None:
             raise click.UsageError(f"cannot tell the format from {out!r}: use .md, .json or .csv")
     good, skipped = load_reports(reports)
     for s in skipped:
-        click.echo(f"cuda4amd: skipped {s['source']}: {s['reason']}", err=True)
+        click.echo(visible(f"cuda4amd: skipped {s['source']}: {s['reason']}"), err=True)
     if not good:
         fail("none of the files is a cuda4amd scan, verify or after-fix report")
     folded = fold(good, skipped)

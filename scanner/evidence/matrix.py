@@ -21,12 +21,12 @@ from __future__ import annotations
 
 import csv
 import io
-import json
 from collections import Counter
 from pathlib import Path, PurePosixPath, PureWindowsPath
 from typing import Any, Iterable
 
 from cuda4amd.evidence.levels import LEVELS, rank
+from cuda4amd.evidence.record import read_json_file
 from cuda4amd.report.escape import visible_document
 
 __all__ = ["SCHEMA", "load_reports", "fold", "to_markdown", "to_csv", "COLUMNS"]
@@ -53,9 +53,7 @@ def load_reports(paths: Iterable[str | Path]) -> tuple[list[tuple[str, dict[str,
     for path in paths:
         p = Path(path)
         try:
-            if p.stat().st_size > MAX_REPORT_BYTES:
-                raise ValueError(f"larger than {MAX_REPORT_BYTES >> 20} MiB")
-            doc = json.loads(p.read_text(encoding="utf-8"))
+            doc = read_json_file(p, MAX_REPORT_BYTES)
         except (OSError, ValueError, RecursionError) as exc:  # RecursionError: hostile nesting
             skipped.append({"source": str(path), "reason": f"not a readable JSON report: {exc}"})
             continue

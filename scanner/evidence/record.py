@@ -16,10 +16,12 @@ from pathlib import Path
 from typing import Any, Sequence
 
 from cuda4amd.evidence.runner import Outcome
+from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["SCHEMA", "probe_document", "read_outcomes", "outcomes_of", "OutcomeFileError"]
+__all__ = ["SCHEMA", "probe_document", "read_outcomes", "outcomes_of", "OutcomeFileError", "read_json_file"]
 
 SCHEMA = "cuda4amd.probes/1"
+MAX_OUTCOME_BYTES = 16 << 20
 
 
 class OutcomeFileError(Exception):
@@ -48,9 +50,26 @@ def outcomes_of(document: dict[str, Any]) -> list[Outcome]:
         raise OutcomeFileError(f"bad probe outcome: {exc}") from None
 
 
+def read_json_file(path: str | Path, limit: int) -> Any:
+    """The JSON in a file someone else wrote: a regular file only, opened
+    non-blocking (a FIFO would hang a plain read), at most `limit` bytes.
+    Raises OSError, ValueError (not JSON, too large) or RecursionError (hostile nesting)."""
+    with open_regular(Path(path)) as handle:
+        chunks, size = [], 0
+        while size <= limit:
+            block = handle.read(1 << 20)
+            if not block:
+                break
+            chunks.append(block)
+            size += len(block)
+    if size > limit:
+        raise ValueError(f"more than {limit} bytes")
+    return json.loads(b"".join(chunks).decode("utf-8"))
+
+
 def read_outcomes(path: str | Path) -> list[Outcome]:
     try:
-        document = json.loads(Path(path).read_text(encoding="utf-8"))
+        document = read_json_file(path, MAX_OUTCOME_BYTES)
     except (OSError, ValueError, RecursionError) as exc:
         raise OutcomeFileError(f"cannot read {path}: {exc}") from None
     return outcomes_of(document)
