@@ -36,10 +36,13 @@ def explain(path, report_file, zluda_release, fmt, output) -> None:
     if fmt is None:
         fmt = {"json": "json", "md": "markdown"}.get((output or "").rsplit(".", 1)[-1].lower(), "console") \
             if output and "." in output else "console"
+    from cuda4amd.evidence.matrix import MAX_REPORT_BYTES
+    from cuda4amd.evidence.record import read_json_file
+
     scan = None
     if report_file:
         try:
-            scan = json.loads(open(report_file, encoding="utf-8").read())
+            scan = read_json_file(report_file, MAX_REPORT_BYTES)
         except (OSError, ValueError, RecursionError) as exc:
             fail(f"{report_file}: not a readable JSON report: {exc}")
         if isinstance(scan, dict) and isinstance(scan.get("scan"), dict):
