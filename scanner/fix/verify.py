@@ -156,6 +156,6 @@ def after_report(journal: Journal, verification: Verification, result) -> str:
         "release": {"tag": plan.release["tag"], "asset": plan.release["asset"], "sha256": plan.release_sha256},
         "families": plan.families,
         "verification": verification.to_dict(),
-        "scan": build(result),
+        "scan": build(result, {"verification": verification.to_dict()}),  # evidence: the link checks seen
     }
     return json.dumps(data, indent=1, ensure_ascii=False, default=str) + "\n"

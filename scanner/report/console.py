@@ -127,6 +127,10 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
     if cuda:
         _print_binaries(console, cuda, verbose)
 
+    from cuda4amd.evidence.render import console_lines
+
+    for line in console_lines(doc):
+        console.print(Text(line, style="dim"))
     if doc["errors"]:
         console.print(Text(f"{len(doc['errors'])} file(s) could not be read:", style="bold"))
         for error in doc["errors"]:

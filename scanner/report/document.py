@@ -33,7 +33,12 @@ def headline(document: dict) -> str:
     return HEADLINES.get(verdict, verdict)
 
 
-def build(result) -> dict:
+def build(result, observed: dict | None = None) -> dict:
+    """observed: what was seen after the fix, for the evidence levels
+    (keys verification, outcomes, through: see cuda4amd.evidence.levels)."""
+    from cuda4amd.evidence.levels import evidence_section
+    from cuda4amd.host.firstrun import first_run
+
     binaries = [_binary(v) for v in result.verdicts]
     counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
     document = {
@@ -55,6 +60,7 @@ def build(result) -> dict:
         "packages": [_package(p) for p in result.packages],
         "binaries": binaries,
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
+        "evidence": evidence_section(binaries, first_run=first_run(result.verdicts), **(observed or {})),
     }
     distributions = getattr(result, "distributions", None)
     if distributions:

@@ -155,8 +155,10 @@ class _Report:
     # -- assembly -------------------------------------------------------------
 
     def assemble(self, level: Detail, budget: int | None = None) -> str:
+        from cuda4amd.evidence.render import markdown as evidence
+
         head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level),
-                self.environment(full=budget is None)]
+                evidence(self.doc, level.rows), self.environment(full=budget is None)]
         graph = self.graph(level)
         sections = [self.section(b, level) for b in self.cuda if level.ready_sections or b["verdict"] != "ready"]
         skipped_ready = [b for b in self.cuda if not level.ready_sections and b["verdict"] == "ready"]
