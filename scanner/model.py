@@ -7,14 +7,22 @@ compared field by field.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from cuda4amd.scan.read.byname import NameReference
-    from cuda4amd.scan.read.fatbin import KernelReport
+from typing import Literal
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]
+#: what ZLUDA does with a function a binary imports (a release's function tables):
+#: implemented, stub (exported, returns NOT_SUPPORTED) or missing (not exported)
+SYMBOL_STATES: tuple[str, ...] = ("implemented", "stub", "missing")
+#: a report's groups of imported functions: SYMBOL_STATES, and "unchecked" (no table for the library)
+REPORT_SYMBOL_STATES: tuple[str, ...] = (*SYMBOL_STATES, "unchecked")
+#: the rules platform ("windows" / "linux") each binary format runs on
+PLATFORM_OF_FORMAT: dict[str, str] = {"PE": "windows", "ELF": "linux"}
+
+
+def platform_of(binary_format: str) -> str:
+    """"windows" for a PE binary, "linux" for an ELF one."""
+    return PLATFORM_OF_FORMAT[binary_format]
 
 
 @dataclass(frozen=True)
@@ -60,12 +68,126 @@ class BinaryInfo:
     bind_now: bool = False
 
 
+@dataclass(frozen=True, order=True)
+class NameReference:
+    """A CUDA library name found in a binary's data.
+
+    ``name`` is the name as found (a template keeps its placeholders),
+    ``encoding`` one of :data:`ENCODINGS`, ``template`` whether ``name``
+    contains format placeholders.
+    """
+
+    name: str
+    encoding: str
+    template: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinEntry:
+    """One entry of a fat binary container, from its header."""
+
+    kind: str  # "ptx" | "sass" | "lto-ir" | "unknown(N)"
+    arch: str  # "sm_86", "sm_90a", "sm_100f" (PTX entries too: compute_86 -> "sm_86")
+    ptx_isa: str | None  # "9.0" for PTX entries, else None
+    compression: str  # "none" | "lz4" | "zstd"
+    section: str  # section holding the container
+    relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
+    size: int  # padded payload size
+    uncompressed_size: int  # header field 0x38 when compressed, else == size
+    debug: bool = False  # built with -G (header flag 0x2)
+
+
+@dataclass(frozen=True, slots=True)
+class KernelReport:
+    """What the fat binaries of one file carry.
+
+    ``ptx_archs`` are the (arch, PTX ISA) pairs ZLUDA can use: PTX outside
+    relocatable sections. ``relocatable_ptx_archs`` are pairs found *only* in
+    relocatable device code. ``sass_archs``/``lto_ir_archs`` cover all
+    sections. All sorted by SM number, unique.
+
+    ``state``: "ptx-available" (some PTX outside relocatable sections),
+    "relocatable-ptx-only" (PTX only in __nv_rel/__nv_relfatbin), "sass-only"
+    (entries but no PTX at all: SASS, LTO-IR or unknown kinds), "none" (no
+    entries: no container, or only empty ones).
+    """
+
+    entries: tuple[FatbinEntry, ...] = ()
+    containers: int = 0
+    sections: tuple[str, ...] = ()  # where containers were found, first-seen order
+    sass_archs: tuple[str, ...] = ()
+    ptx_archs: tuple[tuple[str, str], ...] = ()
+    relocatable_ptx_archs: tuple[tuple[str, str], ...] = ()
+    lto_ir_archs: tuple[str, ...] = ()
+    state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
+    compressed: bool = False  # any entry compressed
+    #: Modules: containers outside relocatable sections that carry code (see
+    #: cuda4amd.scan.read.fatbin, "Modules"); how many of them have usable PTX.
+    modules: int = 0
+    modules_with_ptx: int = 0
+    #: modules whose only PTX was built with -G (`.target sm_XX, debug`),
+    #: counted in modules_with_ptx: not every ZLUDA release parses it
+    modules_debug_ptx_only: int = 0
+    #: containers without code: nvlink's device-link stub of a non -rdc
+    #: build (cubins without a .text section), or empty containers
+    codeless_containers: int = 0
+
+    @property
+    def modules_without_ptx(self) -> int:
+        return self.modules - self.modules_with_ptx
+
+    def to_dict(self) -> dict:
+        """JSON-friendly summary (entries themselves are left out)."""
+        return {
+            "modules": {
+                "total": self.modules,
+                "with_ptx": self.modules_with_ptx,
+                "without_ptx": self.modules_without_ptx,
+                "debug_ptx_only": self.modules_debug_ptx_only,
+                "codeless_containers": self.codeless_containers,
+            },
+            "state": self.state,
+            "sass": list(self.sass_archs),
+            "ptx": [{"arch": a, "isa": i, "target": ptx_target_kind(a)} for a, i in self.ptx_archs],
+            "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
+            "lto_ir": list(self.lto_ir_archs),
+            "containers": self.containers,
+            "sections": list(self.sections),
+            "compressed": self.compressed,
+        }
+
+
+def ptx_target_kind(arch: str) -> str:
+    """PTX target kind: "arch-specific" (sm_90a: runs only on that SM), "family"
+    (sm_100f: that family), else "portable" (JIT-compiled for any later SM)."""
+    return "arch-specific" if arch.endswith("a") else "family" if arch.endswith("f") else "portable"
+
+
+@dataclass(frozen=True)
+class DriverNames:
+    """CUDA driver functions a binary names for resolving at run time
+    (found by cuda4amd.scan.read.drivernames)."""
+
+    names: tuple[str, ...] = ()  # the binary's own, sorted, unique
+    runtime_table: int = 0  # names left out as the CUDA runtime's table
+
+
+@dataclass(frozen=True)
+class PrivateStrings:
+    """What a report must not contain: home folders, user names, host names
+    (cuda4amd.report.redact replaces them; host probes supply them)."""
+
+    homes: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class FileError:
     """A file that could not be read; the scan goes on without it."""
 
     path: str
-    stage: str  # "discover" | "read"
+    stage: str  # "discover" | "read" (not readable); "kernels" | "strings" | "loader" (read, with a problem)
     message: str
 
 
@@ -79,3 +201,4 @@ class ScannedBinary:
     distribution: str | None = None
     kernels: KernelReport | None = None  # fat binary contents, when it has any
     by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time
+    driver_names: DriverNames | None = None  # driver functions it names, when it loads the driver by name

@@ -221,21 +221,42 @@ def test_generator_rules_are_validated(tmp_path):
 
 
 def test_package_verdicts_from_generators(rules):
+    from cuda4amd.model import BinaryInfo, ScannedBinary
+    from cuda4amd.scan.classify import NOT_CUDA
     from cuda4amd.scan.distributions import Distribution
-    from cuda4amd.scan.generated import apply_generators
-    from cuda4amd.scan.packages import PackageVerdict
+    from cuda4amd.scan.packages import package_verdicts
+    from cuda4amd.scan.verdict import BinaryVerdict
+
+    def module(distribution: str, path: str, verdict: str) -> BinaryVerdict:
+        binary = ScannedBinary(path, BinaryInfo("ELF", "x86_64", 64, "shared-library"), distribution=distribution)
+        judged = BinaryVerdict(binary, NOT_CUDA, [])
+        judged.worsen(verdict)
+        return judged
 
     dists = [Distribution(n, "1.0", f"{n}-1.0.dist-info", frozenset()) for n in
              ("cupy-cuda12x", "jax-cuda12-pjrt", "numba-cuda", "taichi", "torch")]
-    packages = [PackageVerdict("cupy-cuda12x", "1.0", "ready"), PackageVerdict("jax-cuda12-pjrt", "1.0", "ready"),
-                PackageVerdict("taichi", "1.0", "ready"), PackageVerdict("torch", "1.0", "no-cuda")]
-    result = {p.name: p for p in apply_generators(packages, dists, load_generators())}
-    assert result["cupy-cuda12x"].verdict == "partial"
-    assert any("CUPY_COMPILE_WITH_PTX=1" in a for a in result["cupy-cuda12x"].advice)
+    verdicts = [
+        module("cupy-cuda12x", "cupy/_core/core.cpython-312-x86_64-linux-gnu.so", "ready"),
+        module("jax-cuda12-pjrt", "jax_plugins/xla_cuda12/xla_cuda_plugin.so", "ready"),
+        module("taichi", "taichi/_lib/core/taichi_python.cpython-312-x86_64-linux-gnu.so", "ready"),
+        module("torch", "torch/_C.cpython-312-x86_64-linux-gnu.so", "no-cuda"),  # a CPU build
+    ]
+    result = {p.name: p for p in package_verdicts(verdicts, dists, (), rules, rules.release(rules.default_release))}
+    cupy = result["cupy-cuda12x"]
+    assert cupy.verdict == "partial"  # its module is ready, its NVRTC kernels are SASS unless a switch is set
+    assert any("CUPY_COMPILE_WITH_PTX=1" in a for a in cupy.advice)
+    # the counts say what is on disk; the summary says why that is not the verdict
+    assert cupy.counts == {"basis": "extension-modules", "ready": 1, "degraded": 0, "blocked": 0}
+    assert cupy.summary == ("its CUDA extension module is ready; run-time code generator: CuPy kernels (NVRTC) "
+                            "(emits SASS, which ZLUDA cannot run)")
     assert result["jax-cuda12-pjrt"].verdict == "blocked"
     assert result["jax-cuda12-pjrt"].reasons[0].startswith("XLA GPU compiler")
-    assert result["numba-cuda"].verdict == "blocked"  # pure Python, no binary: a package verdict all the same
+    assert result["jax-cuda12-pjrt"].summary.endswith("run-time code generator: XLA GPU compiler (JAX, TensorFlow) "
+                                                      "(emits SASS, which ZLUDA cannot run)")
+    numba = result["numba-cuda"]  # pure Python, no binary: a package verdict all the same
+    assert numba.verdict == "blocked" and numba.summary.startswith("no CUDA binary of it; ")
     assert result["taichi"].verdict == "ready" and result["taichi"].generators[0]["emits"] == "ptx"
+    assert result["taichi"].summary == "its CUDA extension module is ready"  # a PTX generator changes nothing
     assert result["torch"].verdict == "no-cuda" and result["torch"].generators == []  # a CPU build
 
 
@@ -250,3 +271,86 @@ def test_assembled_names_resolve_in_the_tree(tmp_path, scan):
     loader = next(b for b in report["binaries"] if b["path"] == "libloader.so")
     dep = next(d for d in loader["dependencies"] if d["name"] == "libcublas.so.{version}")
     assert (dep["load"], dep["resolved"], dep["family"]) == ("by-name", "libcublas.so.12", "blas")
+
+
+def test_importers_of_a_binary_with_no_visible_loader_are_degraded_through_it(tmp_path, scan):
+    # libuser.so calls cuInit but neither imports nor names a CUDA library; libapp.so imports libuser.so
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    build(tree, "int cuInit(unsigned flags);\nint start(void) { return cuInit(0); }\n", "libuser.so")
+    build(tree, "int start(void);\nint run(void) { return start(); }\n", "libapp.so",
+          libs=(f"-L{tree}", "-luser", "-Wl,-rpath,$ORIGIN"))
+    for source in tree.glob("*.c"):
+        source.unlink()
+    report = scan(tree, host="none")
+    binaries = {b["path"]: b for b in report["binaries"]}
+    user, app = binaries["libuser.so"], binaries["libapp.so"]
+    assert (user["verdict"], user["reasons"]) == (
+        "degraded", ["calls CUDA functions but no CUDA loader seen: names may be built at run time"])
+    # judged before verdicts flow: what imports it is degraded through it, like any importer of a degraded library
+    assert app["verdict"] == "degraded"
+    assert app["reasons"] == ["loads libuser.so (static), which is degraded: "
+                              "calls CUDA functions but no CUDA loader seen: names may be built at run time"]
+
+
+def test_an_extra_rules_folder_adds_to_the_run_time_rules(tmp_path, rules):
+    from cuda4amd.rules import load_rules
+
+    write(tmp_path, "names.toml", "[loaders]\nfunctions = ['my_dlopen']\nsource = 'x'\n"
+                                  "[[fragment]]\nplatform = 'linux'\nstrings = ['.so.%u']\nsource = 'x'\n")
+    write(tmp_path, "generators.toml", "[[generator]]\nid = 'mine'\nname = 'Mine'\ndistributions = ['my-gpu-pkg']\n"
+                                       "emits = 'sass'\nneeded = 'optional'\nhow = 'h'\n"
+                                       "[[generator]]\nid = 'taichi'\nname = 'Taichi'\ndistributions = ['taichi']\n"
+                                       "emits = 'sass'\nneeded = 'always'\nhow = 'h'\n")
+    extended = load_rules([tmp_path])
+    assert {"my_dlopen", "dlopen"} <= extended.names.loader_functions
+    assert ".so.%u" in extended.names.fragments["linux"] and ".so." in extended.names.fragments["linux"]
+    assert len(extended.names.templates) == len(rules.names.templates)  # the shipped ones stay
+    ids = {g.id: g for g in extended.generators}
+    assert [g.id for g in generators_for("my-gpu-pkg", extended.generators)] == ["mine"]
+    assert ids["taichi"].emits == "sass" and "xla" in ids  # a later folder's id replaces the shipped one
+
+
+def test_an_extra_rules_folder_s_run_time_errors_show_at_load(tmp_path):
+    from cuda4amd.rules import load_rules
+
+    write(tmp_path, "generators.toml", "[[generator]]\nid = 'x'\nname = 'X'\ndistributions = ['x']\n"
+                                       "emits = 'cubin'\nneeded = 'always'\nhow = 'h'\n")
+    with pytest.raises(RulesError, match="emits must be one of"):
+        load_rules([tmp_path])
+    (tmp_path / "runtime" / "generators.toml").unlink()
+    write(tmp_path, "name.toml", "")
+    with pytest.raises(RulesError, match="unknown rules file"):
+        load_rules([tmp_path])
+
+
+CUPTI_LOADER = r"""
+#include <dlfcn.h>
+#include <string.h>
+/* TSL's GetDsoHandle("cupti", version) in JAX's plugin: "lib" + stem + ".so." + version */
+const char *const stems[] = {"cupti", "cublas"};
+const char *const pieces[] = {"lib", ".so."};
+void *load(int i, const char *version) {
+    char name[256];
+    strcpy(name, pieces[0]); strcat(name, stems[i]); strcat(name, pieces[1]); strcat(name, version);
+    return dlopen(name, RTLD_NOW);
+}
+"""
+
+
+def test_jax_s_assembled_names_find_the_nvidia_folders_it_preloads(tmp_path, scan):
+    # the GPU truth run's JAX finding in miniature: the plugin's libcupti.so.{version} went to another
+    # distribution's folder (Triton's CUPTI) while JAX really mapped nvidia/cu13/lib/libcupti.so.13
+    from test_packages import install
+
+    fixtures = Path(__file__).resolve().parent.parent / "fixtures"
+    site = tmp_path / "site-packages"
+    plugin = build(tmp_path, CUPTI_LOADER, "_mosaic_gpu_ext.so")
+    cupti = fixtures / "kernels" / "elf" / "libaxpy_ptx86.so"  # an nvcc-built library standing for CUPTI
+    install(site, "jax-cuda13-plugin", "0.11.2", {"jax_cuda13_plugin/_mosaic_gpu_ext.so": plugin})
+    install(site, "triton", "3.6.0", {"triton/backends/nvidia/lib/cupti/libcupti.so.12": cupti})
+    install(site, "nvidia-cuda-cupti", "13.0.85", {"nvidia/cu13/lib/libcupti.so.13": cupti})
+    binary = next(b for b in scan(site)["binaries"] if b["path"] == "jax_cuda13_plugin/_mosaic_gpu_ext.so")
+    dep = next(d for d in binary["dependencies"] if d["name"] == "libcupti.so.{version}")
+    assert (dep["how"], dep["resolved"]) == ("framework-folder", "nvidia/cu13/lib/libcupti.so.13")
+    assert dep["via"] == "framework rule jax: adds nvidia/*/lib"

@@ -8,7 +8,12 @@ import sys
 import zipfile
 from pathlib import Path
 
-PLATFORM_ARGS = ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", "3.12"]
+PLATFORM_ARGS = ["--only-binary=:all:", "--python-version", "3.12"]
+WINDOWS = "win_amd64"
+#: pip's platform tags for a Linux x86-64 wheel, for Linux-only wheels (NCCL, the JAX CUDA plugins):
+#: pip matches each tag exactly, and these wheels carry different ones
+LINUX = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
+         "manylinux1_x86_64")
 
 
 class Unavailable(Exception):
@@ -19,23 +24,18 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CUDA4AMD_WHEEL_CACHE", "~/.cache/cuda4amd/wheels")).expanduser()
 
 
-#: pip's platform tags for a Linux x86-64 wheel (pip matches each tag exactly)
-LINUX = ("manylinux_2_28_x86_64", "manylinux_2_27_x86_64", "manylinux_2_17_x86_64", "manylinux2014_x86_64",
-         "manylinux1_x86_64")
-
-
-def wheel(spec: str, platforms: tuple[str, ...] = ("win_amd64",)) -> Path:
-    """The cached wheel for `name==version`, downloading it when absent
-    (for `platforms`: pip platform tags, Windows x86-64 unless given)."""
+def wheel(spec: str, platform: str | tuple[str, ...] = WINDOWS) -> Path:
+    """The cached wheel for `name==version`, downloading it when absent;
+    `platform`: a pip platform tag or several (Windows x86-64 unless given)."""
+    tags = (platform,) if isinstance(platform, str) else tuple(platform)
     name, version = spec.split("==")
-    pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-*.whl"
+    pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-*{'win' if tags[0].startswith('win') else 'linux'}*.whl"
     cache = cache_dir()
     hits = sorted(cache.glob(pattern))
     if hits:
         return hits[0]
     cache.mkdir(parents=True, exist_ok=True)
-    args = PLATFORM_ARGS if platforms == ("win_amd64",) else [
-        "--only-binary=:all:", "--python-version", "3.12", *(a for p in platforms for a in ("--platform", p))]
+    args = [*PLATFORM_ARGS, *(arg for tag in tags for arg in ("--platform", tag))]
     command = [sys.executable, "-m", "pip", "download", "--no-deps", *args, "-d", str(cache), spec]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
@@ -48,9 +48,9 @@ def wheel(spec: str, platforms: tuple[str, ...] = ("win_amd64",)) -> Path:
     return hits[0]
 
 
-def unpacked(spec: str, platforms: tuple[str, ...] = ("win_amd64",)) -> Path:
+def unpacked(spec: str, platform: str | tuple[str, ...] = WINDOWS) -> Path:
     """The wheel's tree, unpacked once into the cache."""
-    source = wheel(spec, platforms)
+    source = wheel(spec, platform)
     tree = cache_dir() / "unpacked" / source.stem
     marker = tree / ".complete"
     if not marker.exists():

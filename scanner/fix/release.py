@@ -11,8 +11,9 @@ until its size and sha256 match the pin; an archive whose hash does not match
 is deleted and refused. Plain ``http://`` is accepted only for loopback hosts
 (127.0.0.0/8, ::1, localhost): the tests serve fixture releases that way.
 
-The per-user cache is ``$CUDA4AMD_CACHE``, else ``%LOCALAPPDATA%\\cuda4amd`` on
-Windows, else ``$XDG_CACHE_HOME/cuda4amd`` or ``~/.cache/cuda4amd``.
+The per-user cache is ``$CUDA4AMD_CACHE``, else platformdirs' user cache
+folder: ``%LOCALAPPDATA%\\cuda4amd`` on Windows, ``$XDG_CACHE_HOME/cuda4amd`` or
+``~/.cache/cuda4amd`` on Linux, ``~/Library/Caches/cuda4amd`` on macOS.
 ``$CUDA4AMD_ZLUDA_MIRROR`` replaces the GitHub release URL prefix
 (``<mirror>/<tag>/<asset>``), e.g. for a company mirror; hashes are checked
 all the same.
@@ -76,16 +77,15 @@ class ReleaseSource:
 
 
 def cache_dir() -> Path:
-    """The per-user cache (downloads, unpacked releases)."""
+    """The per-user cache (downloads, unpacked releases): $CUDA4AMD_CACHE, else platformdirs'
+    user cache folder (%LOCALAPPDATA%\\cuda4amd, $XDG_CACHE_HOME/cuda4amd or ~/.cache/cuda4amd,
+    ~/Library/Caches/cuda4amd)."""
     env = os.environ.get(CACHE_VARIABLE)
     if env:
         return Path(env).expanduser()
-    if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA")
-        if base:
-            return Path(base) / "cuda4amd"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "cuda4amd"
+    import platformdirs  # ~7 ms, only when a fix needs the cache (docs/performance.md)
+
+    return Path(platformdirs.user_cache_dir("cuda4amd", appauthor=False, opinion=False))
 
 
 def release_url(tag: str, asset: str) -> str:

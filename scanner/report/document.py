@@ -1,24 +1,47 @@
 """The report document: plain data, the one shape every format renders.
 
-Its layout is the versioned contract documented in docs/report-schema.md.
+Its layout is the versioned contract documented in docs/report-schema.md
+(JSON Schema: report/schemas/scan.json, `cuda4amd schema scan`).
+``distributions`` (every installed distribution, when the target has any)
+and ``command`` (the command line, set by the CLI) are present only when known.
 Bump SCHEMA when a field changes meaning or disappears; adding fields is
 compatible.
 """
 from __future__ import annotations
 
 from cuda4amd import __version__
-from cuda4amd.scan.read.fatbin import KernelReport
+from cuda4amd.model import KernelReport
 
 NO_KERNELS = KernelReport()
 
 SCHEMA = "cuda4amd.scan/2"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
+HEADLINES = {
+    "ready": "every CUDA binary can run through ZLUDA",
+    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
+    "blocked": "no CUDA binary here can run through ZLUDA",
+    "no-cuda": "nothing here uses CUDA",
+}
 
 
-def build(result) -> dict:
+def headline(document: dict) -> str:
+    """The overall verdict in words that agree with the counts: `partial`
+    with nothing blocked means everything loads, some of it only in part."""
+    verdict = document.get("verdict", "")
+    if verdict == "partial" and not (document.get("summary") or {}).get("blocked"):
+        return "every CUDA binary here loads through ZLUDA, some work only in part"
+    return HEADLINES.get(verdict, verdict)
+
+
+def build(result, observed: dict | None = None) -> dict:
+    """observed: what was seen after the fix, for the evidence levels
+    (keys verification, outcomes, through: see cuda4amd.evidence.levels)."""
+    from cuda4amd.evidence.levels import evidence_section
+    from cuda4amd.host.firstrun import first_run
+
     binaries = [_binary(v) for v in result.verdicts]
     counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
-    return {
+    document = {
         "schema": SCHEMA,
         "tool": {"name": "cuda4amd", "version": __version__},
         "target": {"path": result.target.display, "kind": result.target.kind},
@@ -37,7 +60,13 @@ def build(result) -> dict:
         "packages": [_package(p) for p in result.packages],
         "binaries": binaries,
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
+        "evidence": evidence_section(binaries, first_run=first_run(result.verdicts), **(observed or {})),
     }
+    distributions = getattr(result, "distributions", None)
+    if distributions:
+        document["distributions"] = sorted(({"name": d.name, "version": d.version} for d in distributions),
+                                           key=lambda d: (d["name"].casefold(), d["version"]))
+    return document
 
 
 def _binary(verdict) -> dict:
@@ -54,6 +83,9 @@ def _binary(verdict) -> dict:
         "reasons": verdict.reasons,
         "notes": verdict.notes,
         "kernels": (binary.kernels or NO_KERNELS).to_dict(),
+        "driver_names": None
+        if binary.driver_names is None
+        else {"names": list(binary.driver_names.names), "runtime_table": binary.driver_names.runtime_table},
         "nvidia_library": None
         if me.family is None
         else {"family": me.family, "route": me.route, "basis": me.basis, "replacement": me.replacement},
@@ -73,6 +105,8 @@ def _package(package) -> dict:
         "loads": package.loads,
         "generators": package.generators,
         "binaries": package.binaries,
+        "counts": package.counts,
+        "summary": package.summary,
     }
 
 
@@ -87,6 +121,7 @@ def _dependency(dep) -> dict:
         "replacement": ident.replacement,
         "resolved": edge.resolved,
         "how": edge.how,
+        "via": edge.via,
         "symbols": {state: list(names) for state, names in dep.symbols.items()},
         "ordinals": list(edge.ordinals),
     }

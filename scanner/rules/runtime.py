@@ -1,50 +1,61 @@
 """Rules for what happens at run time: how loaders assemble library names, which code generators run.
 
-    names = load_name_rules()                       # rules/runtime/names.toml
-    heads = name_heads(names, rules, "linux")       # {"cublas": {"libcublas.so.{version}", ...}, "libnvrtc.so.": ...}
-    gens = load_generators()                        # rules/runtime/generators.toml
-    generators_for("jax-cuda12-pjrt", gens)         # -> (Generator(id="xla", emits="sass", ...),)
+    rules.names                                     # NameRules of every rules folder's runtime/names.toml
+    heads = name_heads(rules.names, rules, "linux") # {"cublas": ({"libcublas.so.{version}", ...}, False), ...}
+    rules.generators                                # every rules folder's runtime/generators.toml
+    generators_for("jax-cuda12-pjrt", rules.generators)  # -> (Generator(id="xla", emits="sass", ...),)
 
-Both files live in ``rules/runtime/`` (the rules loader admits only its own
-files at the top of ``rules/``). Invalid data raises RulesError naming the file.
+Both files live in ``runtime/`` of a rules folder; the RuleSet parses them
+on first use of ``RuleSet.names`` / ``RuleSet.generators`` (an extra
+folder's at load time, so that its errors show at once). An extra folder's
+names.toml adds templates, fragments, version templates and loader
+functions; its generators.toml adds generators, and one with the id of an
+earlier generator replaces it. Invalid data raises RulesError naming the file.
 """
 from __future__ import annotations
 
 import fnmatch
+import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
-from cuda4amd.rules.loader import (
-    PLATFORMS,
+from cuda4amd.rules.frameworks import CONFIDENCE, SWITCH_KINDS
+from cuda4amd.rules.validate import (
+    ID_RE,
     Provenance,
     RulesError,
-    RuleSet,
-    _check,
-    _is_nonempty_str,
-    _is_str,
-    _is_str_list,
-    _provenance,
-    _read_toml,
-    _rows,
-    _top_level,
+    Schema,
+    check,
+    check_platform,
+    choice,
+    is_nonempty_str,
+    is_str,
+    is_str_list,
+    read_provenance,
+    read_toml,
+    rows,
     shipped_rules_dir,
+    top_level,
 )
 from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
-    "RUNTIME_DIR", "EMITS", "SWITCH_EMITS", "NEEDED", "NameTemplate", "NameRules", "Generator", "GeneratorSwitch",
-    "load_name_rules", "name_heads", "family_stems", "load_generators", "generators_for",
+    "RUNTIME_DIR", "NAMES_FILE", "GENERATORS_FILE", "EMITS", "SWITCH_EMITS", "NEEDED",
+    "NameTemplate", "NameRules", "Generator", "GeneratorSwitch",
+    "load_name_rules", "load_name_files", "name_heads", "family_stems", "literal_prefixes",
+    "load_generators", "load_generator_files", "generators_for",
 ]
 
 RUNTIME_DIR = "runtime"
+NAMES_FILE = "names.toml"
+GENERATORS_FILE = "generators.toml"
 #: what a generator hands the driver: PTX (ZLUDA can take it), SASS (it cannot)
 EMITS: tuple[str, ...] = ("ptx", "sass")
 #: what a switch makes it do: emit PTX, or generate nothing at all
 SWITCH_EMITS: tuple[str, ...] = ("ptx", "sass", "none")
 NEEDED: tuple[str, ...] = ("always", "optional")
-_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 _STEM_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{2,39}$")
 #: a version inside a would-be stem ("cufft64_10", "nvinfer_10"): not a stem
 _VERSIONED = re.compile(r"64_|_\d")
@@ -68,37 +79,93 @@ class NameTemplate:
 class NameRules:
     templates: tuple[NameTemplate, ...]
     fragments: dict[str, tuple[str, ...]]  # platform -> whole strings that show composition
-    provenance: Provenance
+    provenance: tuple[Provenance, ...]
     #: platform -> (printf templates that append a version to a base name, what they append)
     versioners: dict[str, tuple[tuple[str, ...], str]] = field(default_factory=dict)
     #: functions that load a library by name (dlopen, LoadLibraryExW, ...)
     loader_functions: frozenset[str] = frozenset()
 
 
+class _HasPatterns(Protocol):
+    @property
+    def windows_patterns(self) -> tuple[str, ...]: ...
+
+    @property
+    def linux_patterns(self) -> tuple[str, ...]: ...
+
+    @property
+    def id(self) -> str: ...
+
+
+class _HasFamilies(Protocol):
+    """Where stems come from (a RuleSet: its family table)."""
+
+    @property
+    def families(self) -> Sequence[_HasPatterns]: ...
+
+
 # ---------------------------------------------------------------------------
 # names.toml
 # ---------------------------------------------------------------------------
 
-_TEMPLATE_REQUIRED = {"platform": _is_str, "name": _is_nonempty_str, "source": _is_nonempty_str}
-_FRAGMENT_REQUIRED = {"platform": _is_str, "strings": _is_str_list, "source": _is_nonempty_str}
-_VERSIONER_REQUIRED = {"platform": _is_str, "strings": _is_str_list, "appends": _is_nonempty_str,
-                       "source": _is_nonempty_str}
+_TEMPLATE_REQUIRED: Schema = {"platform": is_str, "name": is_nonempty_str, "source": is_nonempty_str}
+_FRAGMENT_REQUIRED: Schema = {"platform": is_str, "strings": is_str_list, "source": is_nonempty_str}
+_VERSIONER_REQUIRED: Schema = {"platform": is_str, "strings": is_str_list, "appends": is_nonempty_str,
+                               "source": is_nonempty_str}
+_LOADERS_REQUIRED: Schema = {"functions": is_str_list, "source": is_nonempty_str}
 
 
-def load_name_rules(rules_dir: str | Path | None = None) -> NameRules:
-    """Load and validate ``runtime/names.toml`` (default: the shipped one)."""
-    path = _folder(rules_dir) / "names.toml"
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "loaders", "template", "fragment", "versioner"))
-    loaders = _check(path, "[loaders]", doc.get("loaders", {}), {"functions": _is_str_list, "source": _is_nonempty_str})
-    if not loaders["functions"]:
-        raise RulesError(path, "[loaders]: 'functions' must list at least one function")
+def load_name_rules(rules_dir: str | os.PathLike[str] | None = None) -> NameRules:
+    """Load and validate one rules folder's ``runtime/names.toml`` (default: the shipped one)."""
+    return load_name_files([_runtime_folder(rules_dir) / NAMES_FILE])
+
+
+def load_name_files(paths: Sequence[Path]) -> NameRules:
+    """Every names.toml of ``paths`` (shipped first), combined: templates,
+    fragments, version templates and loader functions add up. Together they
+    must name at least one template and one loader function."""
+    templates: list[NameTemplate] = []
+    fragments: dict[str, set[str]] = {}
+    versioners: dict[str, tuple[tuple[str, ...], str]] = {}
+    functions: set[str] = set()
+    provenance = []
+    for path in paths:
+        names = _load_names_file(path)
+        provenance.append(names.provenance[0])
+        templates += [t for t in names.templates if all((t.platform, t.name) != (o.platform, o.name) for o in templates)]
+        for platform, strings in names.fragments.items():
+            fragments.setdefault(platform, set()).update(strings)
+        for platform, (strings, appends) in names.versioners.items():
+            known, known_appends = versioners.get(platform, ((), appends))
+            if known_appends != appends:
+                raise RulesError(path, f"[[versioner]] for {platform} appends {appends!r}; "
+                                       f"an earlier rules folder's appends {known_appends!r}")
+            versioners[platform] = (tuple(dict.fromkeys((*known, *strings))), appends)
+        functions |= names.loader_functions
+    where = paths[-1] if paths else shipped_rules_dir() / RUNTIME_DIR / NAMES_FILE
+    if not functions:
+        raise RulesError(where, "missing the [loaders] table: no function that loads a library by name is named")
+    if not templates:
+        raise RulesError(where, "no [[template]] rows")
+    return NameRules(tuple(templates), {p: tuple(sorted(v)) for p, v in fragments.items()}, tuple(provenance),
+                     versioners, frozenset(functions))
+
+
+def _load_names_file(path: Path) -> NameRules:
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "loaders", "template", "fragment", "versioner"))
+    functions: frozenset[str] = frozenset()
+    if "loaders" in doc:
+        loaders = check(path, "[loaders]", doc["loaders"], _LOADERS_REQUIRED)
+        if not loaders["functions"] or not all(f.strip() for f in loaders["functions"]):
+            raise RulesError(path, "[loaders]: 'functions' must list at least one function")
+        functions = frozenset(loaders["functions"])
     templates = []
-    for i, row in enumerate(_rows(path, doc, "template")):
+    for i, row in enumerate(rows(path, doc, "template")):
         where = f"template #{i + 1}"
-        t = _check(path, where, row, _TEMPLATE_REQUIRED)
-        _platform(path, where, t["platform"])
+        t = check(path, where, row, _TEMPLATE_REQUIRED)
+        check_platform(path, where, t["platform"])
         name = t["name"]
         if name.count("{stem}") != 1 or name.count("{version}") > 1:
             raise RulesError(path, f"{where}: name must hold {{stem}} once and {{version}} at most once, got {name!r}")
@@ -106,30 +173,27 @@ def load_name_rules(rules_dir: str | Path | None = None) -> NameRules:
             raise RulesError(path, f"{where}: {{version}} must come after {{stem}} in {name!r}")
         templates.append(NameTemplate(t["platform"], name, t["source"]))
     fragments: dict[str, list[str]] = {}
-    for i, row in enumerate(_rows(path, doc, "fragment")):
+    for i, row in enumerate(rows(path, doc, "fragment")):
         where = f"fragment #{i + 1}"
-        f = _check(path, where, row, _FRAGMENT_REQUIRED)
-        _platform(path, where, f["platform"])
+        f = check(path, where, row, _FRAGMENT_REQUIRED)
+        check_platform(path, where, f["platform"])
         if not f["strings"] or not all(f["strings"]):
             raise RulesError(path, f"{where}: 'strings' must list non-empty strings")
         fragments.setdefault(f["platform"], []).extend(f["strings"])
     versioners: dict[str, tuple[tuple[str, ...], str]] = {}
-    for i, row in enumerate(_rows(path, doc, "versioner")):
+    for i, row in enumerate(rows(path, doc, "versioner")):
         where = f"versioner #{i + 1}"
-        v = _check(path, where, row, _VERSIONER_REQUIRED)
-        _platform(path, where, v["platform"])
+        v = check(path, where, row, _VERSIONER_REQUIRED)
+        check_platform(path, where, v["platform"])
         if v["platform"] in versioners:
             raise RulesError(path, f"{where}: a second [[versioner]] for {v['platform']}")
         if "{version}" not in v["appends"] or not v["strings"] or not all(v["strings"]):
             raise RulesError(path, f"{where}: 'appends' must hold {{version}} and 'strings' non-empty strings")
         versioners[v["platform"]] = (tuple(v["strings"]), v["appends"])
-    if not templates:
-        raise RulesError(path, "no [[template]] rows")
-    return NameRules(tuple(templates), {p: tuple(sorted(set(v))) for p, v in fragments.items()}, prov, versioners,
-                     frozenset(loaders["functions"]))
+    return NameRules(tuple(templates), {p: tuple(v) for p, v in fragments.items()}, (prov,), versioners, functions)
 
 
-def family_stems(rules: RuleSet, template: NameTemplate) -> dict[str, str]:
+def family_stems(rules: _HasFamilies, template: NameTemplate) -> dict[str, str]:
     """Stem -> family id, for the families whose file-name patterns start with
     ``template``'s head (its literal start, alternatives expanded).
 
@@ -155,7 +219,7 @@ def family_stems(rules: RuleSet, template: NameTemplate) -> dict[str, str]:
     return out
 
 
-def name_heads(names: NameRules, rules: RuleSet, platform: str) -> dict[str, tuple[frozenset[str], bool]]:
+def name_heads(names: NameRules, rules: _HasFamilies, platform: str) -> dict[str, tuple[frozenset[str], bool]]:
     """Whole strings worth finding -> (names they assemble, strong).
 
     For every template of ``platform`` and every stem the families give it:
@@ -317,49 +381,60 @@ class Generator:
         return tuple(s for s in self.switches if s.emits in ("ptx", "none"))
 
 
-_GEN_REQUIRED = {"id": _is_nonempty_str, "name": _is_nonempty_str, "distributions": _is_str_list,
-                 "emits": _is_str, "needed": _is_str, "how": _is_nonempty_str}
-_GEN_OPTIONAL = {"zluda": _is_str, "confidence": _is_str, "with_cuda": _is_str_list,
-                 "switch": lambda v: isinstance(v, list)}
-_SWITCH_REQUIRED = {"setting": _is_nonempty_str, "kind": _is_str, "emits": _is_str}
-_SWITCH_OPTIONAL = {"note": _is_str, "confidence": _is_str}
-_KINDS = ("env", "python", "config")
-_CONFIDENCE = ("verified", "unverified")
+_GEN_REQUIRED: Schema = {"id": is_nonempty_str, "name": is_nonempty_str, "distributions": is_str_list,
+                         "emits": is_str, "needed": is_str, "how": is_nonempty_str}
+_GEN_OPTIONAL: Schema = {"zluda": is_str, "confidence": is_str, "with_cuda": is_str_list,
+                         "switch": lambda v: isinstance(v, list)}
+_SWITCH_REQUIRED: Schema = {"setting": is_nonempty_str, "kind": is_str, "emits": is_str}
+_SWITCH_OPTIONAL: Schema = {"note": is_str, "confidence": is_str}
 
 
-def load_generators(rules_dir: str | Path | None = None) -> tuple[Generator, ...]:
-    """Load and validate ``runtime/generators.toml`` (default: the shipped one)."""
-    path = _folder(rules_dir) / "generators.toml"
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "generator"))
+def load_generators(rules_dir: str | os.PathLike[str] | None = None) -> tuple[Generator, ...]:
+    """Load and validate one rules folder's ``runtime/generators.toml`` (default: the shipped one)."""
+    return load_generator_files([_runtime_folder(rules_dir) / GENERATORS_FILE])
+
+
+def load_generator_files(paths: Sequence[Path]) -> tuple[Generator, ...]:
+    """Every generators.toml of ``paths`` (shipped first): a later file's
+    generator replaces an earlier one of the same id, and comes first."""
+    merged: dict[str, Generator] = {}
+    for path in reversed(paths):
+        for generator in _load_generators_file(path):
+            merged.setdefault(generator.id, generator)
+    return tuple(merged.values())
+
+
+def _load_generators_file(path: Path) -> list[Generator]:
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "generator"))
     out: list[Generator] = []
-    for i, row in enumerate(_rows(path, doc, "generator")):
+    for i, row in enumerate(rows(path, doc, "generator")):
         where = f"generator #{i + 1}"
-        g = _check(path, where, row, _GEN_REQUIRED, _GEN_OPTIONAL)
-        if not _ID_RE.match(g["id"]):
-            raise RulesError(path, f"{where}: id must match {_ID_RE.pattern}, got {g['id']!r}")
+        g = check(path, where, row, _GEN_REQUIRED, _GEN_OPTIONAL)
+        if not ID_RE.match(g["id"]):
+            raise RulesError(path, f"{where}: id must match {ID_RE.pattern}, got {g['id']!r}")
         if any(o.id == g["id"] for o in out):
             raise RulesError(path, f"{where}: duplicate generator id {g['id']!r}")
-        _one_of(path, where, "emits", g["emits"], EMITS)
-        _one_of(path, where, "confidence", g.get("confidence", "verified"), _CONFIDENCE)
-        _one_of(path, where, "needed", g["needed"], NEEDED)
+        choice(path, where, "emits", g["emits"], EMITS)
+        choice(path, where, "confidence", g.get("confidence"), CONFIDENCE)
+        choice(path, where, "needed", g["needed"], NEEDED)
         names = [*g["distributions"], *g.get("with_cuda", [])]
         if not names or not all(d.strip() for d in names):
             raise RulesError(path, f"{where}: 'distributions' / 'with_cuda' must list PyPI names")
         switches = []
         for k, srow in enumerate(g.get("switch", [])):
             swhere = f"{where} switch #{k + 1}"
-            s = _check(path, swhere, srow, _SWITCH_REQUIRED, _SWITCH_OPTIONAL)
-            _one_of(path, swhere, "kind", s["kind"], _KINDS)
-            _one_of(path, swhere, "emits", s["emits"], SWITCH_EMITS)
-            _one_of(path, swhere, "confidence", s.get("confidence", "verified"), _CONFIDENCE)
-            switches.append(GeneratorSwitch(s["setting"], s["kind"], s["emits"], s.get("note", ""),
-                                            s.get("confidence", "verified")))
+            sw = check(path, swhere, srow, _SWITCH_REQUIRED, _SWITCH_OPTIONAL)
+            choice(path, swhere, "kind", sw["kind"], SWITCH_KINDS)
+            choice(path, swhere, "emits", sw["emits"], SWITCH_EMITS)
+            choice(path, swhere, "confidence", sw.get("confidence"), CONFIDENCE)
+            switches.append(GeneratorSwitch(sw["setting"], sw["kind"], sw["emits"], sw.get("note", ""),
+                                            sw.get("confidence", "verified")))
         out.append(Generator(g["id"], g["name"], tuple(g["distributions"]), g["emits"], g["needed"], g["how"],
                              prov.sources, tuple(switches), g.get("zluda", ""),
                              g.get("confidence", "verified"), tuple(g.get("with_cuda", ()))))
-    return tuple(out)
+    return out
 
 
 def generators_for(distribution_name: str, generators: Iterable[Generator],
@@ -370,15 +445,7 @@ def generators_for(distribution_name: str, generators: Iterable[Generator],
 
 # ---------------------------------------------------------------------------
 
-def _folder(rules_dir: str | Path | None) -> Path:
+def _runtime_folder(rules_dir: str | os.PathLike[str] | None) -> Path:
+    """A rules folder's runtime/ folder (a runtime/ folder itself is taken as it is)."""
     base = shipped_rules_dir() if rules_dir is None else Path(rules_dir)
     return base / RUNTIME_DIR if (base / RUNTIME_DIR).is_dir() else base
-
-
-def _platform(path: Path, where: str, value: str) -> None:
-    _one_of(path, where, "platform", value, PLATFORMS)
-
-
-def _one_of(path: Path, where: str, key: str, value: Any, allowed: Sequence[str]) -> None:
-    if value not in allowed:
-        raise RulesError(path, f"{where}: {key} must be one of {', '.join(allowed)}, got {value!r}")

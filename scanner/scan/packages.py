@@ -1,23 +1,45 @@
 """Verdicts per installed Python distribution, with the framework's advice.
 
 People think in packages (`torch 2.3.0+cu118`), not in the .pyd files inside
-them: each distribution gets the overall verdict of the binaries its RECORD
-lists, the reasons of the ones that are not ready, and the switches or
-replacements its framework rules suggest for what is blocked.
+them. What a user runs of a package is what they import: its Python
+extension modules, whose verdicts already carry those of the libraries they
+load. So a package with CUDA-using extension modules is judged by them
+(all blocked → `blocked`, all ready → `ready`, else `partial`: something of
+it runs); one without (NVIDIA's library wheels) by all its CUDA binaries.
+A framework rule's by-name load with no AMD route keeps a package from
+`ready`. So does a code generator that hands the driver SASS
+(rules/runtime/generators.toml: XLA, Triton, CuPy's NVRTC kernels, ...): a
+package that makes its GPU code while the program runs has no kernels on
+disk to judge, and what its generator emits decides. Such a package is at
+best `partial` (a setting makes it emit PTX, or only some features use it)
+and `blocked` when every GPU operation goes through it and no setting gives
+ZLUDA PTX it can run; a distribution with such a generator and no CUDA
+binary (pure Python, e.g. numba-cuda) gets a package verdict all the same.
+`counts` and `summary` say what the verdict rests on, in words that agree
+with the numbers.
 """
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from cuda4amd.model import platform_of
 from cuda4amd.rules.frameworks import Framework, advice_for, framework_for
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
+from cuda4amd.rules.runtime import Generator, generators_for
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.distributions import Distribution
 from cuda4amd.scan.verdict import BinaryVerdict, overall
 
 SHOWN_REASONS = 5
+#: package verdicts in the order of how bad they are
+PACKAGE_RANK = {"no-cuda": -1, "ready": 0, "partial": 1, "blocked": 2}
+#: Python extension modules: `.pyd` (Windows), and `.so` files with a PEP 3149
+#: tag (`.cpython-312-x86_64-linux-gnu.so`, `.abi3.so`, `.pypy310-pp73-….so`)
+#: or an untagged `name.so` that is not a `lib*.so` library
+_EXTENSION = re.compile(r"(\.pyd|\.(cpython-[^.]+|abi3|pypy[^.]*)\.so|^(?!lib)[^.]+\.so)$", re.IGNORECASE)
 
 
 @dataclass
@@ -32,8 +54,16 @@ class PackageVerdict:
     # libraries its framework rules say it loads by name that no binary of it
     # was seen to name (e.g. through cuda.pathfinder or ctypes with a bare stem)
     loads: list[dict] = field(default_factory=list)
-    # code generators it carries (rules/runtime/generators.toml; cuda4amd.scan.generated)
+    # code generators it carries (rules/runtime/generators.toml), as the report's packages[].generators[]
     generators: list[dict] = field(default_factory=list)
+    # what the verdict rests on: "extension-modules" or "binaries", and how many are in each state
+    counts: dict = field(default_factory=dict)
+    summary: str = ""
+
+
+def is_extension_module(path: str) -> bool:
+    """Whether a file is a Python extension module (what `import` loads)."""
+    return bool(_EXTENSION.search(posixpath.basename(path)))
 
 
 def package_verdicts(
@@ -50,15 +80,20 @@ def package_verdicts(
     result = []
     for dist in sorted(distributions, key=lambda d: d.canonical_name):
         owned = by_name.get(dist.name, [])
-        if not owned:
-            continue
-        package = PackageVerdict(dist.name, dist.version, overall(owned))
         using = [v for v in owned if v.verdict != "no-cuda"]
+        generators = generators_for(dist.name, rules.generators, has_cuda=bool(using))
+        if not owned and not generators:
+            continue
+        extensions = [v for v in using if is_extension_module(v.binary.path)]
+        judged = extensions or using
+        package = PackageVerdict(dist.name, dist.version, overall(owned) if not using else overall(judged))
         package.binaries = [v.binary.path for v in using]
         order = {"blocked": 0, "degraded": 1, "ready": 2}
-        for v in sorted(using, key=lambda v: (order[v.verdict], v.binary.path)):
+        others = [v for v in using if v not in judged]
+        for v in sorted(judged, key=lambda v: (order[v.verdict], v.binary.path)) + sorted(others, key=lambda v: (order[v.verdict], v.binary.path)):
             if v.verdict != "ready" and v.reasons:
                 package.reasons.append(f"{posixpath.basename(v.binary.path)}: {v.reasons[0]}")
+        unrouted = False
         framework = framework_for(dist.name, frameworks)
         if framework is not None:
             package.framework = framework.id
@@ -67,11 +102,22 @@ def package_verdicts(
                 package.loads.append(load)
                 if load["route"] in ("blocked", "stub"):
                     troubled.add(load["family"])
+                    unrouted = True
                     package.reasons.append(
                         f"{framework.name} loads {load['name']} by name ({load['when']}; framework rule): "
                         + ("ZLUDA implements none of its functions" if load["route"] == "stub" else "no AMD route through ZLUDA")
                     )
             package.advice = advice_for(framework, troubled, _kernel_state(using))
+        if unrouted and package.verdict in ("ready", "no-cuda"):
+            package.verdict = "partial"  # what it loads by name fails: never a plain ready
+        own = package.verdict  # what its binaries (and by-name loads) say, before its generators
+        sass = [g for g in generators if _apply_generator(package, g)]
+        package.counts, package.summary = _summary(own, judged, "extension-modules" if extensions else "binaries", unrouted)
+        if sass:  # the numbers say what is on disk; the generator, why that is not the verdict
+            makers = "; ".join(g.name for g in sass)
+            many = len(sass) > 1
+            package.summary += (f"; run-time code generator{'s' if many else ''}: {makers} "
+                                f"(emit{'' if many else 's'} SASS, which ZLUDA cannot run)")
         if len(package.reasons) > SHOWN_REASONS:
             hidden = len(package.reasons) - SHOWN_REASONS
             package.reasons = package.reasons[:SHOWN_REASONS] + [f"… and {hidden} more"]
@@ -79,9 +125,73 @@ def package_verdicts(
     return result
 
 
+def generator_entry(generator: Generator) -> dict:
+    """The report's `packages[].generators[]` entry."""
+    return {
+        "id": generator.id,
+        "name": generator.name,
+        "emits": generator.emits,
+        "needed": generator.needed,
+        "switches": [{"setting": s.setting, "emits": s.emits, "confidence": s.confidence}
+                     for s in generator.switches],
+        "zluda": generator.zluda or None,
+    }
+
+
+def _apply_generator(package: PackageVerdict, generator: Generator) -> bool:
+    """Record the generator on the package and judge by what it emits;
+    returns whether it hands the driver SASS (and so decides against ready)."""
+    package.generators.append(generator_entry(generator))
+    if generator.emits == "ptx":
+        return False
+    # settings that help under ZLUDA: PTX output (unless no PTX route reaches ZLUDA), or no generation
+    ways_out = [s for s in generator.ptx_switches if not generator.zluda or s.emits == "none"]
+    to_ptx = [s for s in ways_out if s.emits == "ptx"]
+    what = f"{generator.name} generates GPU code at run time as SASS (a cubin): {generator.how}; ZLUDA runs only PTX"
+    if generator.zluda:
+        what += f" ({generator.zluda})"
+    # every GPU operation needs it and nothing makes it emit PTX: nothing of it runs
+    # ("generate nothing" then means "do not use it", which is advice, not a way to run)
+    verdict = "blocked" if generator.needed == "always" and not to_ptx else "partial"
+    if PACKAGE_RANK[verdict] > PACKAGE_RANK.get(package.verdict, -1):
+        package.verdict = verdict
+        package.reasons.insert(0, what)  # it decides the verdict: its reason comes first
+    else:
+        package.reasons.append(what)
+    for switch in ways_out:
+        doing = "emits PTX" if switch.emits == "ptx" else "generates nothing"
+        caveat = " (unverified)" if switch.confidence != "verified" else ""
+        advice = f"{generator.name}: {switch.setting}: it then {doing}{caveat}"
+        if switch.note:
+            advice += f"; {switch.note}"
+        if advice not in package.advice:
+            package.advice.append(advice)
+    return True
+
+
+def _summary(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted: bool) -> tuple[dict, str]:
+    """The counts the package verdict rests on, and a sentence that agrees with them."""
+    counts = {state: sum(1 for v in judged if v.verdict == state) for state in ("ready", "degraded", "blocked")}
+    total = sum(counts.values())
+    noun = "CUDA extension module" if basis == "extension-modules" else "CUDA binary"
+    nouns = noun + ("s" if total != 1 else "") if noun.endswith("module") else ("CUDA binaries" if total != 1 else noun)
+    parts = [f"{n} {state}" for state, n in counts.items() if n]
+    if not total:
+        text = "no CUDA binary of it" + ("; what its framework loads by name has no AMD route" if unrouted else "")
+    elif verdict == "blocked":
+        text = f"all {total} {nouns} blocked" if total > 1 else f"its {noun} is blocked"
+    elif verdict == "ready":
+        text = f"all {total} {nouns} ready" if total > 1 else f"its {noun} is ready"
+    else:
+        text = f"{total} {nouns}: " + ", ".join(parts)
+        if unrouted:
+            text += "; what its framework loads by name has no AMD route"
+    return {"basis": basis, **counts}, text
+
+
 def _unseen_loads(framework: Framework, owned: Sequence[BinaryVerdict], rules: RuleSet, release: ZludaRelease) -> list[dict]:
     """The framework's by-name loads of families none of its binaries was seen to load."""
-    platforms = {"windows" if v.binary.info.format == "PE" else "linux" for v in owned}
+    platforms = {platform_of(v.binary.info.format) for v in owned}
     seen = {dep.identity.family for v in owned for dep in v.dependencies if dep.identity.family}
     loads = []
     for load in framework.loads:

@@ -5,19 +5,21 @@ renders what comes back.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
+import posixpath
 import shutil
 import tempfile
 import time
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
-from cuda4amd.model import FileError, ScannedBinary
+from cuda4amd.model import FileError, ScannedBinary, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
@@ -25,9 +27,9 @@ from cuda4amd.scan.distributions import Distribution, find_distributions, owner_
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
-from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+from cuda4amd.scan.read.engine import MalformedBinary, mapped, open_regular, read_buffer
 from cuda4amd.scan.read.payload import PayloadInspector
-from cuda4amd.scan.routes import mark_unseen_loaders
+from cuda4amd.scan.routes import unseen_loaders
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
 if TYPE_CHECKING:
@@ -46,6 +48,7 @@ class ScanOptions:
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
+    follow_links: bool = False  # walk links to folders outside the target (else reported, not followed)
 
 
 @dataclass
@@ -60,9 +63,13 @@ class ScanResult:
     edges: list[Edge]
     files_seen: int
     packages: list[PackageVerdict] = field(default_factory=list)
+    distributions: list[Distribution] = field(default_factory=list)  # every one installed in the target
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: what the scan was asked for and the rules it judged with: `scan --fix` plans and verifies with both
+    options: ScanOptions | None = None
+    rules: RuleSet | None = None
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -96,37 +103,76 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.discovering()
-    found = discovery.discover(target)
+    # A single binary is scanned with its folder, its application directory:
+    # the libraries it loads from there decide its verdict too.
+    walked = _application_folder(target) if target.kind == "file" else target
+    found = discovery.discover(walked, follow_links=options.follow_links)
+    focus = _focus(target, found) if target.kind == "file" else None
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    progress.reading(len(found.binaries))
-    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
+    inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
+    if focus is None:
+        progress.reading(len(found.binaries))
+        binaries, read_errors = read_all(walked, found.binaries, options.engine, progress.advance, inspector)
+    else:
+        binaries, read_errors = _read_closure(walked, found, focus, options.engine, progress, inspector, rules)
+    if focus is not None:
+        _check_focus_read(target, focus, read_errors)
+    distributions = find_distributions(target, follow_links=options.follow_links)
+    if walked.kind in ("folder", "site-packages", "venv") and focus is None:
+        # wheels and zips in a folder are scanned too, their members under the archive's path
+        archives, archive_errors = _archives_in(walked)
+        read_errors += archive_errors
+        for archive in archives:
+            more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options.engine, inspector)
+            binaries += more
+            read_errors += more_errors
+            distributions += more_distributions
+            found.files_seen += seen
+        binaries.sort(key=lambda b: b.path)
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    distributions = find_distributions(target)
+    frameworks = rules.frameworks if distributions else ()
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
-    edges = resolve_edges(
-        binaries,
-        found.aliases,
-        rules,
-        options.search_paths,
-        target.path if target.kind != "archive" else None,
-        expand=lambda template, platform: expand_template(template, rules, platform),
-    )
+    reach = _reach(binaries, distributions, frameworks)
+    def resolve(binaries):
+        return resolve_edges(
+            binaries,
+            found.aliases,
+            rules,
+            options.search_paths,
+            walked.path if walked.kind != "archive" else None,
+            expand=lambda template, platform: expand_template(template, rules, platform),
+            reach=reach,
+        )
+
+    edges = resolve(binaries)
+    if options.search_paths:
+        # Libraries found through --search-path are read and judged like the
+        # tree's own (their own dependencies too), under their absolute path.
+        outside, outside_errors = _read_outside(edges, binaries, options.engine, inspector, resolve)
+        if outside:
+            binaries = binaries + outside
+            edges = resolve(binaries)
+        read_errors += outside_errors
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
-    gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
-    verdicts = decide(binaries, dependencies, identities, gaps)
-    mark_unseen_loaders(verdicts, rules)
-    packages = _packages(verdicts, distributions, options, rules, release)
+    redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
+    gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
+    unseen = unseen_loaders(binaries, dependencies, identities, rules)
+    verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen)
+    packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
+    errors = found.errors + read_errors
+    if focus is not None:
+        binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -134,15 +180,184 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         release=release,
         engine=options.engine,
         verdicts=verdicts,
-        errors=sorted(found.errors + read_errors, key=lambda e: e.path),
+        errors=sorted(errors, key=lambda e: e.path),
         verdict=overall(verdicts),
         binaries=binaries,
         edges=edges,
         files_seen=found.files_seen,
         packages=packages,
+        distributions=distributions,
         host=host,
         basis=basis,
         timings=timings,
+        options=options,
+        rules=rules,
+    )
+
+
+def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000):
+    """Read the binaries that edges resolve to through --search-path, and
+    theirs, until no new one turns up (at most `limit` files)."""
+    known = {b.path for b in binaries}
+    outside: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
+    while pending and len(outside) + len(errors) < limit:
+        fresh = []
+        for path in pending:
+            known.add(path)
+            try:
+                with mapped(path) as buf:
+                    info = read_buffer(buf, engine, path if engine == "lief" else None)
+                    binary = ScannedBinary(path, info, os.path.getsize(path))
+                    payload = inspector.inspect(path, buf, info)
+                    binary.kernels, binary.by_name = payload.kernels, payload.by_name
+                    binary.driver_names = payload.driver_names
+                    errors.extend(payload.errors)
+            except MalformedBinary as exc:
+                errors.append(FileError(path, "read", str(exc)))
+                continue
+            except OSError as exc:
+                errors.append(FileError(path, "read", exc.strerror or str(exc)))
+                continue
+            outside.append(binary)
+            fresh.append(binary)
+        edges = resolve(binaries + outside)
+        pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
+    return outside, errors
+
+
+ARCHIVE_SUFFIXES = (".whl", ".zip")
+
+
+def _archives_in(target: discovery.Target) -> tuple[list[Path], list[FileError]]:
+    """The wheels and zip archives below a folder target's roots (cuda4amd's
+    own folder left out); a `.whl`/`.zip` that is no readable zip is an error."""
+    found: list[Path] = []
+    errors: list[FileError] = []
+    for root in target.roots or (target.path,):
+        for folder, dirs, files in os.walk(root, onerror=lambda exc: None):
+            dirs[:] = sorted(d for d in dirs if d != discovery.OWN_FOLDER)
+            for name in sorted(files):
+                path = Path(folder) / name
+                if not name.lower().endswith(ARCHIVE_SUFFIXES) or not path.is_file():
+                    continue
+                rel = discovery.printable(os.path.relpath(path, target.path)).replace(os.sep, "/")
+                try:
+                    with open_regular(path) as handle:  # a FIFO swapped in after the listing is refused
+                        readable = zipfile.is_zipfile(handle)
+                except OSError as exc:
+                    errors.append(FileError(rel, "discover", exc.strerror or str(exc)))
+                    continue
+                if readable:
+                    found.append(path)
+                else:
+                    errors.append(FileError(rel, "discover", "not a readable zip archive (truncated or damaged?)"))
+    return found, errors
+
+
+def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: PayloadInspector):
+    """Read one archive of a folder: its binaries, errors and distributions,
+    with paths prefixed by the archive's path in the folder."""
+    prefix = discovery.printable(os.path.relpath(path, walked.path)).replace(os.sep, "/") + "/"
+    archive = discovery.Target("archive", path, prefix.rstrip("/"))
+    try:
+        found = discovery.discover(archive)
+    except discovery.TargetError as exc:
+        return [], [FileError(prefix.rstrip("/"), "discover", str(exc))], [], 0
+    binaries, errors = read_all(archive, found.binaries, engine, inspector=inspector)
+    for binary in binaries:
+        binary.path = prefix + binary.path
+    errors = [replace(e, path=prefix + e.path) for e in found.errors + errors]
+    distributions = [
+        replace(d, dist_info=prefix + d.dist_info, files=frozenset(prefix + f for f in d.files))
+        for d in find_distributions(archive)
+    ]
+    return binaries, errors, distributions, found.files_seen
+
+
+def _read_closure(walked, found, focus: str, engine: str, progress: Progress, inspector: PayloadInspector, rules: RuleSet):
+    """Read the target binary, then only the binaries of its folder whose
+    file names it (or what it loads, transitively) asks for: every way the
+    graph resolves a name ends at a file of that name, so nothing reachable
+    is missed and a big folder is not read whole."""
+    by_name: dict[str, list[discovery.FoundBinary]] = {}
+    real = {b.path: b for b in found.binaries}
+    for item in found.binaries:
+        by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
+    for alias, target in found.aliases.items():
+        if target in real:
+            by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[target])
+    wanted = [real[focus]]
+    done: set[str] = set()
+    binaries: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    progress.reading(len(found.binaries))
+    while wanted:
+        batch = sorted({w.path: w for w in wanted if w.path not in done}.values(), key=lambda w: w.path)
+        done.update(w.path for w in batch)
+        read, failed = read_all(walked, batch, engine, progress.advance, inspector)
+        binaries += read
+        errors += failed
+        wanted = []
+        for binary in read:
+            platform = platform_of(binary.info.format)
+            names = [i.name for i in binary.info.imports]
+            for ref in binary.by_name:
+                names += list(expand_template(ref.name, rules, platform)) if ref.template else [ref.name]
+            for name in names:
+                wanted += by_name.get(posixpath.basename(name.replace("\\", "/")).casefold(), [])
+    binaries.sort(key=lambda b: b.path)
+    return binaries, errors
+
+
+def _application_folder(target: discovery.Target) -> discovery.Target:
+    folder = target.path.parent
+    return discovery.Target("folder", folder, target.display, (folder,))
+
+
+def _focus(target: discovery.Target, found: discovery.Discovery) -> str:
+    """The target file's path in its folder's discovery; an input error
+    (exit 2) when it is unreadable or neither a binary nor an archive."""
+    name = discovery.printable(target.path.name)
+    if any(b.path == name for b in found.binaries):
+        return name
+    if name in found.aliases:
+        return found.aliases[name]
+    problem = next((e.message for e in found.errors if e.path == name), None)
+    if problem is not None:
+        raise discovery.TargetError(f"{target.display}: cannot read it ({problem})")
+    raise discovery.TargetError(
+        f"{target.display}: not a PE or ELF binary, nor a wheel or zip archive (a truncated or damaged archive "
+        "has no readable directory)"
+    )
+
+
+def _check_focus_read(target: discovery.Target, focus: str, errors: list[FileError]) -> None:
+    problem = next((e.message for e in errors if e.path == focus and e.stage == "read"), None)
+    if problem is not None:
+        raise discovery.TargetError(f"{target.display}: not a readable binary ({problem})")
+
+
+def _reached_from(focus: str, binaries: list[ScannedBinary], edges: list[Edge],
+                  verdicts: list[BinaryVerdict], errors: list[FileError]):
+    """Keep the target binary and what it loads from its folder, transitively;
+    errors only for files it asks for."""
+    out: dict[str, list[Edge]] = {}
+    for edge in edges:
+        out.setdefault(edge.source, []).append(edge)
+    keep, stack = {focus}, [focus]
+    while stack:
+        for edge in out.get(stack.pop(), ()):
+            if edge.in_tree and edge.resolved and edge.resolved not in keep:
+                keep.add(edge.resolved)
+                stack.append(edge.resolved)
+    asked = {posixpath.basename(e.name.replace("\\", "/")).casefold() for e in edges if e.source in keep}
+    return (
+        [b for b in binaries if b.path in keep],
+        [e for e in edges if e.source in keep],
+        [v for v in verdicts if v.binary.path in keep],
+        [e for e in errors if e.path == focus or posixpath.basename(e.path).casefold() in asked],
     )
 
 
@@ -169,24 +384,40 @@ def _gpu_text(host: HostReport) -> str:
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
 
 
-def _packages(
-    verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet, release: ZludaRelease
-) -> list[PackageVerdict]:
-    if not distributions:
-        return []
-    from cuda4amd.rules.frameworks import load_frameworks
+def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], frameworks: Sequence):
+    """Whether a library found only elsewhere in the tree counts for a binary
+    (graph.resolve_edges' `reach`): within its own distribution, or where
+    either file belongs to none, yes (Python packages put their own folders on
+    the search path); in another distribution's folder only where the
+    consumer's framework rule says it adds that folder ([[search_folders]])."""
+    from cuda4amd.rules.frameworks import framework_for
 
-    # a user's rules folders come first, so their framework files win
-    frameworks: tuple = ()
-    for folder in options.rule_dirs:
-        if (folder / "frameworks").is_dir():
-            frameworks += load_frameworks(folder, rules=rules)
-    frameworks += load_frameworks(rules=rules)
-    from cuda4amd.rules.runtime import load_generators
-    from cuda4amd.scan.generated import apply_generators
+    owner = {b.path: b.distribution for b in binaries}
+    formats = {b.path: b.info.format for b in binaries}
+    roots = {d.name: posixpath.dirname(d.dist_info) for d in distributions}
+    rules_of = {d.name: framework_for(d.name, frameworks) for d in distributions}
 
-    packages = package_verdicts(verdicts, distributions, frameworks, rules, release)
-    return apply_generators(packages, distributions, load_generators())
+    def reach(source: str, hit: str) -> tuple[bool, str | None]:
+        mine, theirs = owner.get(source), owner.get(hit)
+        if mine is None or theirs is None or mine == theirs:
+            return True, None
+        framework = rules_of.get(mine)
+        if framework is None:
+            return False, None
+        platform = platform_of(formats.get(source, "ELF"))
+        root = roots.get(mine, "")
+        folder = posixpath.dirname(hit)
+        rel = posixpath.relpath(folder, root) if root else folder
+        fold = str.casefold if platform == "windows" else str
+        for rule in framework.search_folders:
+            if rule.platform not in (None, platform):
+                continue
+            for pattern in rule.folders:
+                if fnmatch.fnmatchcase(fold(rel), fold(pattern)):
+                    return True, f"framework rule {framework.id}: adds {pattern}"
+        return False, None
+
+    return reach
 
 
 def read_all(
@@ -209,6 +440,7 @@ def read_all(
                     if inspector is not None:
                         payload = inspector.inspect(item.path, buf, info)
                         binary.kernels, binary.by_name = payload.kernels, payload.by_name
+                        binary.driver_names = payload.driver_names
                         errors.extend(payload.errors)
             except MalformedBinary as exc:
                 errors.append(FileError(item.path, "read", str(exc)))
@@ -216,7 +448,7 @@ def read_all(
                 errors.append(FileError(item.path, "read", "vanished during the scan"))
             except OSError as exc:
                 errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
-            except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
+            except discovery.ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
                 errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
             else:
                 binaries.append(binary)
@@ -235,6 +467,7 @@ def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
     spooled to a temporary file and mapped, so memory stays flat.
     """
     if item.member is None or archive is None:
+        assert item.disk_path is not None  # discovery gives every file outside an archive its path
         with mapped(item.disk_path) as buf:
             yield buf, item.disk_path
         return

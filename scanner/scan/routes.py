@@ -6,17 +6,24 @@ of its dependencies is a CUDA library, and none of the tree's libraries it
 loads leads to one, the library is found some way the scan cannot see:
 a name assembled at run time that no rule knows, a Python loader
 (ctypes, cuda.pathfinder) that preloads it, a process that loaded it first.
-Such a binary is never a plain `ready`: it becomes `degraded` with the reason
-:data:`NO_LOADER`.
+Such a binary is never a plain `ready`: verdict.decide makes it `degraded`
+with the reason found here, before verdicts flow along the graph, so that
+what imports it is at most `degraded` through it, as for any degraded
+library.
 
-    mark_unseen_loaders(verdicts, rules)   # after verdict.decide()
+    unseen = unseen_loaders(binaries, dependencies, identities, rules)   # path -> reason
+    verdicts = decide(binaries, dependencies, identities, gaps, ptx, unseen)
+
+Only the structure decides (kernels, CUDA symbols, dependency edges); no
+verdict is read, so this runs before verdict.decide and imports nothing of it.
 """
 from __future__ import annotations
 
-from typing import Sequence
+from typing import Mapping, Sequence
 
+from cuda4amd.model import ScannedBinary
 from cuda4amd.rules.loader import RuleSet
-from cuda4amd.scan.verdict import BinaryVerdict
+from cuda4amd.scan.classify import Dependency, Identity
 
 NO_LOADER = "kernels but no CUDA loader seen: names may be built at run time"
 NO_LOADER_API = "calls CUDA functions but no CUDA loader seen: names may be built at run time"
@@ -24,31 +31,41 @@ NO_LOADER_API = "calls CUDA functions but no CUDA loader seen: names may be buil
 MAX_SYMBOLS = 20_000
 
 
-def mark_unseen_loaders(verdicts: Sequence[BinaryVerdict], rules: RuleSet) -> None:
-    """Degrade every `ready` binary with kernels, and every binary calling CUDA
-    functions, that has no route to a CUDA library."""
-    by_path = {v.binary.path: v for v in verdicts}
-    routed = {path for path, v in by_path.items() if any(dep.identity.family for dep in v.dependencies)}
+def unseen_loaders(
+    binaries: Sequence[ScannedBinary],
+    dependencies: Sequence[Dependency],
+    identities: Mapping[str, Identity],
+    rules: RuleSet,
+) -> dict[str, str]:
+    """Path -> reason (:data:`NO_LOADER` or :data:`NO_LOADER_API`) for every
+    binary that is not an NVIDIA library, carries kernels or calls CUDA
+    functions, and has no route to a CUDA library: no CUDA dependency of its
+    own and none through the tree's libraries it loads."""
+    by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
+    for dep in dependencies:
+        by_source.setdefault(dep.edge.source, []).append(dep)
+    routed = {path for path, deps in by_source.items() if any(dep.identity.family for dep in deps)}
     changed = True
     while changed:  # a route through the tree's own libraries counts
         changed = False
-        for path, v in by_path.items():
+        for path, deps in by_source.items():
             if path in routed:
                 continue
-            if any(dep.edge.in_tree and dep.edge.resolved in routed for dep in v.dependencies):
+            if any(dep.edge.in_tree and dep.edge.resolved in routed for dep in deps):
                 routed.add(path)
                 changed = True
-    for path, v in by_path.items():
-        if v.verdict not in ("ready", "no-cuda") or path in routed or v.identity.family is not None:
+    unseen: dict[str, str] = {}
+    for binary in binaries:
+        identity = identities.get(binary.path)
+        if binary.path in routed or (identity is not None and identity.family is not None):
             continue
-        kernels = v.binary.kernels
-        if kernels is not None and kernels.state != "none":
-            if v.verdict == "ready":
-                v.worsen("degraded", NO_LOADER)
-        elif _calls_cuda(v, rules):
-            v.worsen("degraded", NO_LOADER_API)
+        if binary.kernels is not None and binary.kernels.state != "none":
+            unseen[binary.path] = NO_LOADER
+        elif _calls_cuda(binary, rules):
+            unseen[binary.path] = NO_LOADER_API
+    return unseen
 
 
-def _calls_cuda(verdict: BinaryVerdict, rules: RuleSet) -> bool:
+def _calls_cuda(binary: ScannedBinary, rules: RuleSet) -> bool:
     return any(rules.family_for_symbol(symbol) is not None
-               for symbol in verdict.binary.info.undefined_symbols[:MAX_SYMBOLS])
+               for symbol in binary.info.undefined_symbols[:MAX_SYMBOLS])

@@ -80,7 +80,8 @@ Entry header (``header size`` bytes, at least 0x40; then the payload):
             carry 1.8 here, LTO-IR 1.65 (their own format versions): not
             a PTX ISA, so ``ptx_isa`` is None for them.
 0x1C  u32   SM number (86 for sm_86 and for compute_86 PTX)
-0x28  u64   flags: 0x1 64-bit, 0x10 Linux host, 0x40 Windows host (MSVC
+0x28  u64   flags: 0x1 64-bit, 0x2 debug (``nvcc -G``: the PTX says
+            ``.target sm_86, debug``), 0x10 Linux host, 0x40 Windows host (MSVC
             builds; cufft64_11.dll's .data fat binaries say Linux), 0x2000
             LZ4 (``--compress-mode=speed``; most CUDA 12 Windows wheels),
             0x8000 zstd (the CUDA 13 default and ``size``/``balance``),
@@ -104,9 +105,8 @@ from __future__ import annotations
 import mmap
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import MalformedBinary
 
 __all__ = [
@@ -115,6 +115,8 @@ __all__ = [
     "FatbinEntry",
     "KernelReport",
     "MAX_ENTRIES",
+    "MAX_SECTION_BYTES",
+    "check_section_size",
     "MalformedBinary",
     "RELOCATABLE_SECTIONS",
     "WRAPPER_SECTIONS",
@@ -143,6 +145,13 @@ MAX_WRAPPERS = 100_000
 MIN_ENTRY_HEADER = 0x40
 MAX_ENTRY_HEADER = 0x10000
 MAX_CONTAINER_HEADER = 0x1000
+#: Bytes examined in one section. The biggest real fat binary section is about
+#: 1.5 GiB (libtorch_cuda.so); a sparse file can claim a TiB of holes, which
+#: would take hours to search. A bigger section is a per-file error.
+MAX_SECTION_BYTES = 4 << 30
+#: Bytes examined in one file, as a multiple of its size (plus 1 MiB):
+#: sections do not overlap in a real binary, so every byte is searched about once.
+MAX_EXAMINED_FACTOR = 2
 #: Padding between containers is checked in chunks of this size (no big copies).
 _GAP_CHUNK = 1 << 20
 #: With an mmap, pages already scanned are handed back (MADV_DONTNEED) every
@@ -153,6 +162,11 @@ _CAN_RELEASE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "M
 )
 
 KIND_NAMES = {1: "ptx", 2: "sass", 8: "lto-ir"}
+#: __fatBinC_Wrapper_t version of nvcc's device-link stub (FATBINC_LINK_VERSION)
+LINK_WRAPPER_VERSION = 2
+#: A cubin's section header table is read only up to this many sections.
+MAX_CUBIN_SECTIONS = 1 << 16
+FLAG_DEBUG = 0x2  # nvcc -G: PTX written with `.target sm_XX, debug` (checked: nvcc 13.0, -G -fatbin)
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a
@@ -162,59 +176,6 @@ _CONTAINER = struct.Struct("<IHHQ")
 # Entry header 0x00..0x40: kind, version, header size, padded size, compressed
 # size, options offset, minor, major, SM, (0x20), flags @0x28, (0x30), uncompressed @0x38
 _ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
-
-
-@dataclass(frozen=True, slots=True)
-class FatbinEntry:
-    """One entry of a fat binary container, from its header."""
-
-    kind: str  # "ptx" | "sass" | "lto-ir" | "unknown(N)"
-    arch: str  # "sm_86", "sm_90a", "sm_100f" (PTX entries too: compute_86 -> "sm_86")
-    ptx_isa: str | None  # "9.0" for PTX entries, else None
-    compression: str  # "none" | "lz4" | "zstd"
-    section: str  # section holding the container
-    relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
-    size: int  # padded payload size
-    uncompressed_size: int  # header field 0x38 when compressed, else == size
-
-
-@dataclass(frozen=True, slots=True)
-class KernelReport:
-    """What the fat binaries of one file carry.
-
-    ``ptx_archs`` are the (arch, PTX ISA) pairs ZLUDA can use: PTX outside
-    relocatable sections. ``relocatable_ptx_archs`` are pairs found *only* in
-    relocatable device code. ``sass_archs``/``lto_ir_archs`` cover all
-    sections. All sorted by SM number, unique.
-
-    ``state``: "ptx-available" (some PTX outside relocatable sections),
-    "relocatable-ptx-only" (PTX only in __nv_rel/__nv_relfatbin), "sass-only"
-    (entries but no PTX at all: SASS, LTO-IR or unknown kinds), "none" (no
-    entries: no container, or only empty ones).
-    """
-
-    entries: tuple[FatbinEntry, ...] = ()
-    containers: int = 0
-    sections: tuple[str, ...] = ()  # where containers were found, first-seen order
-    sass_archs: tuple[str, ...] = ()
-    ptx_archs: tuple[tuple[str, str], ...] = ()
-    relocatable_ptx_archs: tuple[tuple[str, str], ...] = ()
-    lto_ir_archs: tuple[str, ...] = ()
-    state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
-    compressed: bool = False  # any entry compressed
-
-    def to_dict(self) -> dict:
-        """JSON-friendly summary (entries themselves are left out)."""
-        return {
-            "state": self.state,
-            "sass": list(self.sass_archs),
-            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
-            "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
-            "lto_ir": list(self.lto_ir_archs),
-            "containers": self.containers,
-            "sections": list(self.sections),
-            "compressed": self.compressed,
-        }
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:
@@ -245,18 +206,30 @@ def _extent(sec: Section, filesize: int, strict: bool = True) -> tuple[int, int]
     return (start, min(start + size, filesize))
 
 
+def check_section_size(name: str, start: int, end: int) -> None:
+    """MalformedBinary when a section's file range is over MAX_SECTION_BYTES (an oversized claim)."""
+    if end - start > MAX_SECTION_BYTES:
+        raise MalformedBinary(
+            f"section {name} claims {end - start:#x} bytes of file data at {start:#x}, more than the "
+            f"{MAX_SECTION_BYTES >> 30} GiB examined per section (sparse holes or a damaged header?): not searched")
+
+
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release")
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "budget",
+                 "kinds", "link_targets")
 
     def __init__(self, buf) -> None:
         self.buf = buf
         self.size = len(buf)
+        self.budget = MAX_EXAMINED_FACTOR * self.size + (1 << 20)
         self._release = _CAN_RELEASE and isinstance(buf, mmap.mmap)
         self.entries: list[FatbinEntry] = []
         self.seen: dict[int, int] = {}  # file offset -> end of each container parsed
         self.sections: dict[str, None] = {}
         self.containers = 0
         self._names: dict[tuple, tuple] = {}  # interned kind/arch/isa strings
+        self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
+        self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
 
     def release(self, start: int, end: int) -> None:
         """Drop the mapping's resident pages in [start, end) (file-backed and
@@ -305,6 +278,9 @@ class _Scan:
         relocatable = section in RELOCATABLE_SECTIONS
         entries = self.entries
         names_cache = self._names
+        ptx = debug_ptx = 0
+        cubins: list[tuple[int, int, bool]] = []  # (payload offset, size, compressed)
+        other_code = False
         e = first
         while e < stop:
             if e + MIN_ENTRY_HEADER > stop:
@@ -339,11 +315,20 @@ class _Scan:
                     f"sm_{arch}{suffix}",
                     f"{major}.{minor}" if kind == 1 else None,
                 )
-            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc)
+            debug = bool(flags & FLAG_DEBUG)
+            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc, debug)
+            if kind == 1:
+                ptx += 1
+                debug_ptx += debug
+            elif kind == 2:
+                cubins.append((e + ehs, psize, compression != "none"))
+            else:
+                other_code = True
             entries.append(entry)
             if len(entries) > MAX_ENTRIES:
                 raise MalformedBinary(f"more than {MAX_ENTRIES} fat binary entries (hostile input?)")
             e = nxt
+        self.kinds[off] = _module_kind(buf, relocatable, ptx, debug_ptx, cubins, other_code)
         return stop
 
     # -- a container section, walked -----------------------------------------------------
@@ -359,7 +344,17 @@ class _Scan:
             except (OSError, ValueError):
                 pass
 
+    def examine(self, start: int, end: int, section: str) -> None:
+        """Count [start, end) of `section` against the caps before searching it."""
+        check_section_size(section, start, end)
+        self.budget -= end - start
+        if self.budget < 0:
+            raise MalformedBinary(
+                f"sections overlap: searching {section} would examine more than {MAX_EXAMINED_FACTOR}x the "
+                f"file's {self.size:#x} bytes (a damaged or hostile section table): not searched")
+
     def walk(self, start: int, end: int, section: str) -> None:
+        self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
         self.advise(start, end, "MADV_RANDOM")
@@ -393,6 +388,7 @@ class _Scan:
     # -- a data section, searched --------------------------------------------------------
 
     def search(self, start: int, end: int, section: str) -> None:
+        self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
         while True:
@@ -422,6 +418,52 @@ class _Scan:
                 self.release(mark, pos)
                 mark = pos
         self.release(mark, end)
+
+
+def _module_kind(buf, relocatable: bool, ptx: int, debug_ptx: int,
+                 cubins: list[tuple[int, int, bool]], other_code: bool) -> str:
+    """What one container is as a module the CUDA runtime registers.
+
+    "relocatable" (-rdc input, not a registered module), "ptx" (has PTX),
+    "debug-ptx" (its only PTX was built with -G), "codeless" (empty, or
+    SASS whose cubins hold no code section: nvlink's device-link stub),
+    "compressed-sass" (SASS only, compressed: whether it holds code is
+    decided with the wrappers, see _report), "sass" (SASS/LTO-IR with code
+    and no PTX).
+    """
+    if relocatable:
+        return "relocatable"
+    if ptx:
+        return "debug-ptx" if ptx == debug_ptx else "ptx"
+    if other_code:
+        return "sass"
+    if not cubins:
+        return "codeless"
+    if any(compressed for _, _, compressed in cubins):
+        return "compressed-sass"
+    return "sass" if any(_cubin_has_code(buf, at, size) for at, size, _ in cubins) else "codeless"
+
+
+def _cubin_has_code(buf, at: int, size: int) -> bool:
+    """Whether an uncompressed cubin (an ELF image) has a `.text.<kernel>`
+    section. Only its section header table and section name table are read;
+    anything that is not a well-formed ELF64 counts as code (the safe side)."""
+    end = at + size
+    if size < 64 or buf[at : at + 4] != b"\x7fELF" or buf[at + 4] != 2:
+        return True
+    shoff, = struct.unpack_from("<Q", buf, at + 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", buf, at + 0x3A)
+    if shentsize < 64 or shnum > MAX_CUBIN_SECTIONS or shstrndx >= shnum or at + shoff + shnum * shentsize > end:
+        return True
+    str_off, str_size = struct.unpack_from("<QQ", buf, at + shoff + shstrndx * shentsize + 0x18)
+    names_start = at + str_off
+    if str_off + str_size > size:
+        return True
+    for i in range(shnum):
+        (name,) = struct.unpack_from("<I", buf, at + shoff + i * shentsize)
+        if name < str_size and buf[names_start + name : names_start + name + 6] == b".text.":
+            return True
+    return False
 
 
 def _image_base(buf, size: int) -> int:
@@ -467,6 +509,8 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
     count = 0
     for w in wrappers:
         wstart, wend = _extent(w, size, strict=False)
+        scan.examine(wstart, wend, w.name)
+        _check_wrapper_records(buf, wstart, wend, record, wmagic, w.name)
         pos = wstart
         while True:
             hit = buf.find(wmagic, pos, wend)
@@ -479,20 +523,46 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
             count += 1
             if count > MAX_WRAPPERS:
                 raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+            (version,) = struct.unpack_from(endian + "I", buf, hit + 4)
             (target,) = ptr.unpack_from(buf, hit + 8)
             if not target:
                 continue
             rva = target - base
             i = bisect_right(starts, rva) - 1
-            if i < 0:
-                continue
-            va0 = starts[i]
+            va0 = starts[i] if i >= 0 else 0
+            if i < 0 or rva >= spans[va0][0]:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of the "
+                    f"file holds: the CUDA runtime would register no kernels from it")
             va1, fstart, fend, name = spans[va0]
-            if rva >= va1 or name in CONTAINER_SECTIONS:
-                continue  # maps nowhere, or into a section walked already
             off = fstart + (rva - va0)
-            if off not in scan.seen and off + 16 <= fend and buf[off : off + 4] == MAGIC_BYTES:
-                scan.container(off, fend, name)
+            if version == LINK_WRAPPER_VERSION:
+                scan.link_targets.add(off)
+            if name in CONTAINER_SECTIONS:
+                continue  # a section walked already
+            if off in scan.seen:
+                continue
+            if off + 16 > fend or buf[off : off + 4] != MAGIC_BYTES:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {off:#x} in {name}, which holds no fat "
+                    f"binary container (magic {bytes(buf[off:off + 4]).hex() or 'none'}, not "
+                    f"{MAGIC_BYTES.hex()}): a damaged container header")
+            scan.container(off, fend, name)
+
+
+def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes, section: str) -> None:
+    """A wrapper section holds wrapper records back to back (nvcc's
+    __nv_fatbinwrapper: magic, version, data pointer, unused pointer) and
+    zero padding; anything else is a damaged wrapper, which the CUDA runtime
+    refuses to register (__cudaRegisterFatBinary checks the magic)."""
+    if (end - start) // record > MAX_WRAPPERS:
+        raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+    for pos in range(start, end - record + 1, record):
+        head = bytes(buf[pos:pos + 4])
+        if head != wmagic and bytes(buf[pos:pos + record]).strip(b"\0"):
+            raise MalformedBinary(
+                f"fat binary wrapper at {pos:#x} in {section} has magic {head.hex()}, not {wmagic.hex()}: "
+                f"a damaged wrapper; the CUDA runtime would not register its kernels")
 
 
 def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False) -> KernelReport:
@@ -552,6 +622,25 @@ def _report(scan: _Scan) -> KernelReport:
     def pairs(items):
         return tuple(sorted(items, key=lambda p: (arch_sort_key(p[0]), p[1])))
 
+    # A compressed SASS-only container is nvlink's device-link stub when a
+    # version-2 wrapper points at it and the file has no relocatable device
+    # code: without -rdc the device link has nothing to link (checked on the
+    # uncompressed fixtures: those stubs' cubins have no .text section).
+    has_relocatable = any(kind == "relocatable" for kind in scan.kinds.values())
+    modules = with_ptx = debug_only = codeless = 0
+    for off, kind in scan.kinds.items():
+        if kind == "compressed-sass":
+            kind = "codeless" if off in scan.link_targets and not has_relocatable else "sass"
+        if kind == "relocatable":
+            continue
+        if kind == "codeless":
+            codeless += 1
+            continue
+        modules += 1
+        if kind in ("ptx", "debug-ptx"):
+            with_ptx += 1
+            debug_only += kind == "debug-ptx"
+
     return KernelReport(
         entries=entries,
         containers=scan.containers,
@@ -562,4 +651,8 @@ def _report(scan: _Scan) -> KernelReport:
         lto_ir_archs=tuple(sorted(lto, key=arch_sort_key)),
         state=state,
         compressed=compressed,
+        modules=modules,
+        modules_with_ptx=with_ptx,
+        modules_debug_ptx_only=debug_only,
+        codeless_containers=codeless,
     )
