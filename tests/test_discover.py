@@ -141,7 +141,7 @@ def test_wheel_is_read_in_place(tmp_path):
 
 
 def test_large_archive_members_are_spooled_not_held(tmp_path, monkeypatch):
-    import cuda4amd.scan.pipeline as scan_module
+    import cuda4amd.scan.read.parallel as scan_module
 
     archive = tmp_path / "big.zip"
     with zipfile.ZipFile(archive, "w") as zf:

@@ -20,6 +20,8 @@ from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_optio
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core; 1: read in this process).")
+@click.option("--no-cache", is_flag=True, help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
 @click.option("--dry-run", is_flag=True, help="With --fix: show the plan only.")
@@ -28,7 +30,7 @@ from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_optio
 @click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
 @click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, verbose,
+def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, jobs, no_cache, verbose,
          fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
@@ -52,6 +54,8 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         search_paths=tuple(Path(p) for p in search_paths),
         rule_dirs=tuple(Path(p) for p in rule_dirs),
         host=host,
+        jobs=jobs,
+        cache=not no_cache,
     )
     try:
         with _progress() as progress:

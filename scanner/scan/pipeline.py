@@ -6,11 +6,7 @@ renders what comes back.
 from __future__ import annotations
 
 import os
-import shutil
-import tempfile
 import time
-import zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
@@ -25,17 +21,13 @@ from cuda4amd.scan.distributions import Distribution, find_distributions, owner_
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
-from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+from cuda4amd.scan.read.cache import FactCache
+from cuda4amd.scan.read.parallel import read_binaries
 from cuda4amd.scan.read.payload import PayloadInspector
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
 if TYPE_CHECKING:
     import networkx as nx
-
-# Archive members up to this size are read from memory; larger ones are
-# spooled to a temporary file so memory stays flat whatever the member's size.
-IN_MEMORY_MEMBER_LIMIT = 64 * 1024 * 1024
-
 
 @dataclass(frozen=True)
 class ScanOptions:
@@ -45,6 +37,8 @@ class ScanOptions:
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
+    jobs: int | None = None  # reading processes; None: one per usable core
+    cache: bool = False  # use the per-user cache of file facts
 
 
 @dataclass
@@ -100,7 +94,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.reading(len(found.binaries))
-    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release))
+    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release),
+                                    options.jobs, options.cache)
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -189,57 +184,18 @@ def read_all(
     engine: str,
     advance: Callable[[], None] = lambda: None,
     inspector: PayloadInspector | None = None,
+    jobs: int | None = 1,
+    cache: bool = False,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
-    """Read every binary; with an inspector, also its kernels and by-name loads."""
-    binaries: list[ScannedBinary] = []
-    errors: list[FileError] = []
-    archive = zipfile.ZipFile(target.path) if target.kind == "archive" else None
-    try:
-        for item in found:
-            try:
-                with _buffer(archive, item) as (buf, path):
-                    info = read_buffer(buf, engine, path if engine == "lief" else None)
-                    binary = ScannedBinary(item.path, info, item.size)
-                    if inspector is not None:
-                        payload = inspector.inspect(item.path, buf, info)
-                        binary.kernels, binary.by_name = payload.kernels, payload.by_name
-                        errors.extend(payload.errors)
-            except MalformedBinary as exc:
-                errors.append(FileError(item.path, "read", str(exc)))
-            except FileNotFoundError:
-                errors.append(FileError(item.path, "read", "vanished during the scan"))
-            except OSError as exc:
-                errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
-            except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
-                errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
-            else:
-                binaries.append(binary)
-            advance()
-    finally:
-        if archive is not None:
-            archive.close()
-    return binaries, errors
+    """Read every binary; with an inspector, also its kernels and by-name loads.
 
-
-@contextmanager
-def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
-    """(buffer, path on disk) of a binary: a file's map, or an archive member's bytes.
-
-    Members up to IN_MEMORY_MEMBER_LIMIT are read into memory; larger ones are
-    spooled to a temporary file and mapped, so memory stays flat.
+    ``jobs``: worker processes (None: one per usable core); ``cache``: use
+    the per-user facts cache (scan/read/cache.py). Neither changes the result.
     """
-    if item.member is None or archive is None:
-        with mapped(item.disk_path) as buf:
-            yield buf, item.disk_path
-        return
-    if item.size <= IN_MEMORY_MEMBER_LIMIT:
-        yield archive.read(item.member), None
-        return
-    handle, spool = tempfile.mkstemp(prefix="cuda4amd-", suffix=".bin")
+    facts = FactCache.open(engine, inspector) if cache else None
     try:
-        with os.fdopen(handle, "wb") as out, archive.open(item.member) as member:
-            shutil.copyfileobj(member, out, 1024 * 1024)
-        with mapped(spool) as buf:
-            yield buf, spool
+        return read_binaries(os.fspath(target.path) if target.kind == "archive" else None,
+                             found, engine, advance, inspector, jobs, facts)
     finally:
-        os.unlink(spool)
+        if facts is not None:
+            facts.close()
