@@ -94,8 +94,13 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.reading(len(found.binaries))
-    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, PayloadInspector(rules, release),
-                                    options.jobs, options.cache)
+    inspector = PayloadInspector(rules, release)
+    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, inspector, options.jobs, options.cache)
+    extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
+    while extra:  # data-named files that some binary imports after all
+        more, more_errors = read_all(target, extra, options.engine, progress.advance, inspector, options.jobs, options.cache)
+        binaries, read_errors = sorted(binaries + more, key=lambda b: b.path), read_errors + more_errors
+        extra = discovery.named_skipped(found, {i.name for b in more for i in b.info.imports})
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
