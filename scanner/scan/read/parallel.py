@@ -10,9 +10,10 @@ to finish is not stuck with the biggest file. Results are put back in the
 order of ``found`` whatever order the workers finish in, so the output is
 the same as a one-process run (``jobs=1``, which never starts a worker).
 
-The inspector (rules and release) is pickled once here with a pickler that
-also carries read-only mappings (``MappingProxyType``), and unpickled once
-per worker: these bytes go from this process to its own children only.
+A forked worker inherits the inspector (rules and release); a worker that
+starts a fresh interpreter gets it pickled once here, with a pickler that
+also carries read-only mappings (``MappingProxyType``), and unpickles it
+once: these bytes go from this process to its own children only.
 """
 from __future__ import annotations
 
@@ -202,9 +203,11 @@ def _read_in_workers(
 ) -> Iterator[tuple[int, ReadOutcome]]:
     """(index, outcome) pairs as workers finish them, the largest files handed out first."""
     order = sorted(pending, key=lambda i: (-found[i].size, i))
-    setup = _dumps(inspector)
+    context = _context()
+    # a forked worker inherits the inspector as it is; a fresh interpreter gets it pickled
+    setup = inspector if context.get_start_method() == "fork" else _dumps(inspector)
     window = workers * TASKS_PER_WORKER
-    with ProcessPoolExecutor(workers, mp_context=_context(), initializer=_worker_start,
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
                              initargs=(archive_path, engine, setup)) as pool:
         running: dict[Future[ReadOutcome], int] = {}
         queue = iter(order)
@@ -257,9 +260,10 @@ def _dumps(value) -> bytes:
 _worker_state: dict = {}
 
 
-def _worker_start(archive_path: str | None, engine: str, setup: bytes) -> None:
+def _worker_start(archive_path: str | None, engine: str, setup) -> None:
     _worker_state["engine"] = engine
-    _worker_state["inspector"] = pickle.loads(setup)  # noqa: S301 - made by our parent process, see _dumps
+    # bytes made by our parent process (see _dumps), or the parent's own object when forked
+    _worker_state["inspector"] = pickle.loads(setup) if isinstance(setup, bytes) else setup  # noqa: S301
     _worker_state["archive"] = zipfile.ZipFile(archive_path) if archive_path is not None else None
 
 
