@@ -16,8 +16,7 @@ keyed by
 Records are JSON (never pickle) in one sqlite3 database, each sealed with an
 HMAC-SHA256 under a random key kept beside it (mode 0600) and carrying its
 own key inside the sealed text. A record that fails the seal, does not parse,
-has a field of the wrong type or names a class outside the few fact types is
-ignored and read again; a cache that cannot be opened or written is
+has a field of the wrong type or the wrong number of fields is ignored and read again; a cache that cannot be opened or written is
 dropped for the run. None of that is an error of the scan. The seal detects
 corruption and records written by anyone who cannot read the key file; a
 writer who can read it (the user themselves) is trusted like the user's
@@ -41,7 +40,7 @@ import types
 import typing
 from functools import cache
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Callable
 
 from cuda4amd.model import BinaryInfo, FileError, ImportedLibrary, ScannedBinary, Section
 from cuda4amd.scan.read.byname import NameReference
@@ -60,7 +59,7 @@ RECORD_FORMAT = 1
 #: Records not rewritten for this long are dropped when the cache is written.
 KEEP_SECONDS = 30 * 24 * 3600
 
-# The only classes a record may name; each is rebuilt from exactly its fields.
+# The only classes a record holds; each is rebuilt from exactly its fields, in order.
 FACT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference)}
 
@@ -266,8 +265,9 @@ def _secret(path: Path) -> bytes:
 
 
 def _encode(value: Any) -> Any:
+    """Facts as JSON values: a dataclass as the list of its field values, in field order."""
     if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return {"@": type(value).__name__, **{f.name: _encode(getattr(value, f.name)) for f in dataclasses.fields(value)}}
+        return [_encode(getattr(value, f.name)) for f in dataclasses.fields(value)]
     if isinstance(value, tuple):
         return [_encode(v) for v in value]
     return value
@@ -275,43 +275,46 @@ def _encode(value: Any) -> Any:
 
 def _decode(value: Any, hint: Any) -> Any:
     """``value`` (parsed JSON) as an instance of the type ``hint``, or BadRecord."""
+    return _decoder(hint)(value)
+
+
+@cache
+def _decoder(hint: Any) -> Callable[[Any], Any]:
+    """A checking decoder for one type, built once (records hold many thousands of values)."""
     origin = typing.get_origin(hint)
     if origin in (typing.Union, types.UnionType):
-        for option in typing.get_args(hint):
-            try:
-                return _decode(value, option)
-            except BadRecord:
-                continue
-        raise BadRecord(f"{value!r:.60} is none of {hint}")
+        options = typing.get_args(hint)
+        if len(options) == 2 and type(None) in options:
+            inner = _decoder(next(o for o in options if o is not type(None)))
+            return lambda v: None if v is None else inner(v)
+        raise BadRecord(f"no rule for {hint}")
     if origin is typing.Literal:
-        if value in typing.get_args(hint) and type(value) is str:
-            return value
-        raise BadRecord(f"{value!r:.60} not in {hint}")
+        allowed = frozenset(typing.get_args(hint))
+        return lambda v: v if type(v) is str and v in allowed else _bad(v, hint)
     if origin is tuple:
         args = typing.get_args(hint)
-        if not isinstance(value, list):
-            raise BadRecord("expected a list")
         if len(args) == 2 and args[1] is Ellipsis:
-            return tuple(_decode(v, args[0]) for v in value)
-        if len(args) != len(value):
-            raise BadRecord("wrong tuple length")
-        return tuple(_decode(v, a) for v, a in zip(value, args))
-    if hint is type(None):
-        if value is None:
-            return None
-        raise BadRecord("expected null")
+            if args[0] in (str, int):
+                kind = args[0]
+                only = {kind}
+                return lambda v: tuple(v) if type(v) is list and (not v or set(map(type, v)) == only) else _bad(v, hint)
+            item = _decoder(args[0])
+            return lambda v: tuple(item(x) for x in v) if type(v) is list else _bad(v, hint)
+        parts = tuple(_decoder(a) for a in args)
+        return lambda v: (tuple(p(x) for p, x in zip(parts, v)) if type(v) is list and len(v) == len(parts)
+                          else _bad(v, hint))
     if hint in (str, int, bool):
-        if type(value) is not hint:
-            raise BadRecord(f"expected {hint.__name__}")
-        return value
+        return lambda v: v if type(v) is hint else _bad(v, hint)
     if isinstance(hint, type) and hint in FACT_TYPES.values():
-        if not isinstance(value, dict) or value.get("@") != hint.__name__:
-            raise BadRecord(f"expected a {hint.__name__}")
-        hints = _hints(hint)
-        if set(value) - {"@"} != set(hints):
-            raise BadRecord(f"{hint.__name__} with other fields")
-        return hint(**{name: _decode(value[name], field_hint) for name, field_hint in hints.items()})
+        fields = tuple(_decoder(h) for h in _hints(hint).values())
+        count = len(fields)
+        return lambda v: (hint(*[f(x) for f, x in zip(fields, v)]) if type(v) is list and len(v) == count
+                          else _bad(v, hint))
     raise BadRecord(f"no rule for {hint}")
+
+
+def _bad(value: Any, hint: Any) -> Any:
+    raise BadRecord(f"{value!r:.60} is not a {hint}")
 
 
 @cache
