@@ -261,3 +261,24 @@ def test_real_wheels_read_by_workers_and_cache_match_one_process(spec, form, tmp
     assert scan_json(target, "--jobs", "2", "--no-cache") == serial
     assert scan_json(target, "--jobs", "4", cache_dir=tmp_path) == serial
     assert scan_json(target, "--jobs", "1", cache_dir=tmp_path) == serial
+
+
+def test_a_worker_that_dies_loses_nothing(tmp_path, rules, monkeypatch):
+    """A worker killed mid-read (as the OOM killer would): the rest is read in the main process."""
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(FIXTURES / "pe"))).binaries
+    expected = parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=1)
+    real_read = parallel.read_item
+
+    def dying_read(item, engine, inspector, archive):
+        if item.path == found[-1].path and os.getpid() != main_pid:
+            os._exit(9)
+        return real_read(item, engine, inspector, archive)
+
+    main_pid = os.getpid()
+    monkeypatch.setattr(parallel, "read_item", dying_read)
+    assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected

@@ -26,6 +26,7 @@ import tempfile
 import threading
 import zipfile
 from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
+from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -150,19 +151,24 @@ def read_binaries(
         pending.append(index)
 
     workers = _worker_count(jobs, [found[i] for i in pending])
-    if workers <= 1:
+    if workers > 1:
+        try:
+            for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers):
+                outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
+                advance()
+        except BrokenProcessPool:
+            pass  # a worker died (killed for memory, say): what it had not finished is read here
+        pending = [i for i in pending if outcomes[i] is None]
+    if pending:
         archive = zipfile.ZipFile(archive_path) if archive_path is not None else None
         try:
             for index in pending:
-                outcomes[index] = _stored(read_item(found[index], engine, inspector, archive), cache, keys[index], found[index], archive_path, inspector)
+                outcome = read_item(found[index], engine, inspector, archive)
+                outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
                 advance()
         finally:
             if archive is not None:
                 archive.close()
-    else:
-        for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers):
-            outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
-            advance()
     if cache is not None:
         cache.commit()
 
