@@ -282,3 +282,19 @@ def test_a_worker_that_dies_loses_nothing(tmp_path, rules, monkeypatch):
     main_pid = os.getpid()
     monkeypatch.setattr(parallel, "read_item", dying_read)
     assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected
+
+
+def test_workers_started_without_fork_get_the_rules_pickled(monkeypatch, rules):
+    """What Windows, macOS and a process with other threads (the progress bar's) use."""
+    import multiprocessing
+
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    monkeypatch.setattr(parallel, "_context", lambda: multiprocessing.get_context(method))
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(FIXTURES / "byname"))).binaries
+    expected = parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=1)
+    assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected

@@ -6,8 +6,9 @@ the engine, the rules that classify library names, and the kernel-scan mode
 (which the scan derives again from the facts on every hit). So a record is
 keyed by
 
-  * the reader version: a hash of the reader's sources (this folder and
-    cuda4amd/model.py) — any change to the code invalidates everything;
+  * the reader version: a hash of the reader's sources (this folder,
+    cuda4amd/model.py and the rules loader whose matchers classify names)
+    — any change to that code invalidates everything;
   * the engine and a canonical hash of the rules' families, unknown-CUDA
     patterns and system groups;
   * the file: its path on disk (or the archive's path and the member's
@@ -86,7 +87,9 @@ def reader_version() -> str:
     """A hash of the reader's source files: the facts' recipe."""
     digest = hashlib.sha256(f"record {RECORD_FORMAT}".encode())
     here = Path(__file__).resolve().parent
-    for source in sorted(here.glob("*.py")) + [here.parents[1] / "model.py"]:
+    package = here.parents[1]
+    # the readers, the data they return, and the rules code that classifies the names they find
+    for source in sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py"]:
         digest.update(source.name.encode() + b"\0")
         digest.update(source.read_bytes())
     return digest.hexdigest()

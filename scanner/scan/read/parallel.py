@@ -237,7 +237,10 @@ def _context():
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
     if "forkserver" in methods:
-        return multiprocessing.get_context("forkserver")
+        context = multiprocessing.get_context("forkserver")
+        # the server imports the readers once; each worker forks from it with them loaded
+        context.set_forkserver_preload(["cuda4amd.scan.read.parallel", "cuda4amd.scan.read.payload"])
+        return context
     return multiprocessing.get_context("spawn")
 
 
