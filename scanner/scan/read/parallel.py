@@ -18,15 +18,12 @@ once: these bytes go from this process to its own children only.
 from __future__ import annotations
 
 import io
-import multiprocessing
 import os
 import pickle
 import shutil
 import tempfile
 import threading
 import zipfile
-from concurrent.futures import FIRST_COMPLETED, Future, ProcessPoolExecutor, wait
-from concurrent.futures.process import BrokenProcessPool
 from contextlib import contextmanager
 from dataclasses import dataclass
 from types import MappingProxyType
@@ -36,6 +33,8 @@ from cuda4amd.model import FileError, ScannedBinary
 from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
 
 if TYPE_CHECKING:
+    from concurrent.futures import Future
+
     from cuda4amd.scan.discover import FoundBinary
     from cuda4amd.scan.read.cache import FactCache
     from cuda4amd.scan.read.payload import PayloadInspector
@@ -152,6 +151,9 @@ def read_binaries(
 
     workers = _worker_count(jobs, [found[i] for i in pending])
     if workers > 1:
+        # imported here: a scan that reads in one process (or from the cache) does not pay for them
+        from concurrent.futures.process import BrokenProcessPool
+
         try:
             for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers):
                 outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
@@ -208,6 +210,8 @@ def _read_in_workers(
     workers: int,
 ) -> Iterator[tuple[int, ReadOutcome]]:
     """(index, outcome) pairs as workers finish them, the largest files handed out first."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
     order = sorted(pending, key=lambda i: (-found[i].size, i))
     context = _context()
     # a forked worker inherits the inspector as it is; a fresh interpreter gets it pickled
@@ -233,6 +237,8 @@ def _read_in_workers(
 
 def _context():
     """fork where it is safe (no other thread to hold a lock in the child) and cheap; else a fresh interpreter."""
+    import multiprocessing
+
     methods = multiprocessing.get_all_start_methods()
     if "fork" in methods and threading.active_count() == 1:
         return multiprocessing.get_context("fork")
