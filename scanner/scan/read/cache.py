@@ -89,7 +89,10 @@ def reader_version() -> str:
     here = Path(__file__).resolve().parent
     package = here.parents[1]
     # the readers, the data they return, and the rules code that classifies the names they find
-    for source in sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py"]:
+    sources = sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py"]
+    if len(sources) < 4:
+        raise ValueError("the reader's sources are not installed: no cache")  # cannot tell versions apart
+    for source in sources:
         digest.update(source.name.encode() + b"\0")
         digest.update(source.read_bytes())
     return digest.hexdigest()
