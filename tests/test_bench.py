@@ -17,7 +17,7 @@ def test_bench_reports_each_goal_on_a_fixture_tree(tmp_path):
     assert done.returncode == 0, done.stderr
     table = done.stdout
     for row in ("full scan, warm, `--no-cache` (jobs =", "full scan, warm, `--no-cache --jobs 1`",
-                "`--no-cache --engine lief`", "lief ÷ fast (medians, same run)",
+                "`--no-cache --engine lief --jobs", "lief ÷ fast (medians, same run)",
                 "re-scan, unchanged tree, warm facts cache"):
         assert row in table, row
     if os.path.exists("/proc/self/smaps_rollup"):

@@ -20,7 +20,7 @@ from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_optio
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
-@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core; 1: read in this process).")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this process).")
 @click.option("--no-cache", is_flag=True, help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")

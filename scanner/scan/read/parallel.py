@@ -133,7 +133,7 @@ def read_binaries(
     """Read ``found`` (members of ``archive_path`` when given); results in ``found``'s order.
 
     ``jobs``: worker processes (1: read here, no worker; None: one per usable
-    core, for reads big enough to gain from it). ``cache``: facts of files
+    core, for reads big enough to gain from it, and with the fast engine). ``cache``: facts of files
     read before, looked up first and filled with what is read now.
     """
     outcomes: list[ReadOutcome | None] = [None] * len(found)
@@ -149,7 +149,7 @@ def read_binaries(
                 continue
         pending.append(index)
 
-    workers = _worker_count(jobs, [found[i] for i in pending])
+    workers = _worker_count(jobs, [found[i] for i in pending], engine)
     if workers > 1:
         # imported here: a scan that reads in one process (or from the cache) does not pay for them
         from concurrent.futures.process import BrokenProcessPool
@@ -193,10 +193,12 @@ def _stored(outcome: ReadOutcome, cache: FactCache | None, key: str | None, item
     return outcome
 
 
-def _worker_count(jobs: int | None, pending: Sequence[FoundBinary]) -> int:
+def _worker_count(jobs: int | None, pending: Sequence[FoundBinary], engine: str) -> int:
     if jobs is None:
         if len(pending) < AUTO_PARALLEL_FILES or sum(i.size for i in pending) < AUTO_PARALLEL_BYTES:
             return 1
+        if engine == "lief":
+            return 1  # lief holds each whole file (about twice its size): only an explicit --jobs multiplies that
         jobs = usable_cores()
     return max(1, min(jobs, len(pending)))
 
