@@ -312,11 +312,29 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
     if hint in (str, int, bool):
         return lambda v: v if type(v) is hint else _bad(v, hint)
     if isinstance(hint, type) and hint in FACT_TYPES.values():
-        fields = tuple(_decoder(h) for h in _hints(hint).values())
+        field_hints = tuple(_hints(hint).values())
+        signatures = _scalar_signatures(field_hints)
+        if signatures is not None:
+            # scalar fields only (FatbinEntry, Section, NameReference: thousands per record): one C-level check
+            return lambda v: hint(*v) if type(v) is list and tuple(map(type, v)) in signatures else _bad(v, hint)
+        fields = tuple(_decoder(h) for h in field_hints)
         count = len(fields)
         return lambda v: (hint(*[f(x) for f, x in zip(fields, v)]) if type(v) is list and len(v) == count
                           else _bad(v, hint))
     raise BadRecord(f"no rule for {hint}")
+
+
+def _scalar_signatures(hints: tuple[Any, ...]) -> frozenset[tuple[type, ...]] | None:
+    """Every tuple of value types a dataclass of plain str/int/bool (or optional) fields may hold; else None."""
+    import itertools
+
+    choices = []
+    for hint in hints:
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if not all(o in (str, int, bool, type(None)) for o in options):
+            return None
+        choices.append(options)
+    return frozenset(itertools.product(*choices))
 
 
 def _bad(value: Any, hint: Any) -> Any:
