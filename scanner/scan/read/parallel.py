@@ -51,6 +51,9 @@ AUTO_PARALLEL_BYTES = 32 * 1024 * 1024
 # Tasks in flight per worker: enough to keep each busy, few enough that the
 # results waiting to be collected stay small.
 TASKS_PER_WORKER = 4
+# One task: files up to this many bytes or this many files (a big file goes alone).
+BATCH_BYTES = 4 * 1024 * 1024
+BATCH_FILES = 16
 
 
 @dataclass(frozen=True)
@@ -214,27 +217,42 @@ def _read_in_workers(
     """(index, outcome) pairs as workers finish them, the largest files handed out first."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
 
-    order = sorted(pending, key=lambda i: (-found[i].size, i))
+    batches = iter(_batches(sorted(pending, key=lambda i: (-found[i].size, i)), found))
     context = _context()
     # a forked worker inherits the inspector as it is; a fresh interpreter gets it pickled
     setup = inspector if context.get_start_method() == "fork" else _dumps(inspector)
     window = workers * TASKS_PER_WORKER
     with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
                              initargs=(archive_path, engine, setup)) as pool:
-        running: dict[Future[ReadOutcome], int] = {}
-        queue = iter(order)
-        for index in queue:
-            running[pool.submit(_worker_read, found[index])] = index
-            if len(running) >= window:
-                break
+        running: dict[Future[list[ReadOutcome]], list[int]] = {}
+
+        def submit() -> None:
+            batch = next(batches, None)
+            if batch is not None:
+                running[pool.submit(_worker_read, [found[i] for i in batch])] = batch
+
+        for _ in range(window):
+            submit()
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
-                index = running.pop(future)
-                yield index, future.result()
-                following = next(queue, None)
-                if following is not None:
-                    running[pool.submit(_worker_read, found[following])] = following
+                batch = running.pop(future)
+                yield from zip(batch, future.result())
+                submit()
+
+
+def _batches(order: Sequence[int], found: Sequence[FoundBinary]) -> Iterator[list[int]]:
+    """``order`` cut into tasks: a big file alone, small ones together (each task costs a round trip)."""
+    batch: list[int] = []
+    size = 0
+    for index in order:
+        batch.append(index)
+        size += found[index].size
+        if size >= BATCH_BYTES or len(batch) >= BATCH_FILES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
 
 
 def _context():
@@ -284,5 +302,6 @@ def _worker_start(archive_path: str | None, engine: str, setup) -> None:
     _worker_state["archive"] = zipfile.ZipFile(archive_path) if archive_path is not None else None
 
 
-def _worker_read(item: FoundBinary) -> ReadOutcome:
-    return read_item(item, _worker_state["engine"], _worker_state["inspector"], _worker_state["archive"])
+def _worker_read(items: list[FoundBinary]) -> list[ReadOutcome]:
+    return [read_item(item, _worker_state["engine"], _worker_state["inspector"], _worker_state["archive"])
+            for item in items]
