@@ -29,6 +29,7 @@ from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 if TYPE_CHECKING:
     import networkx as nx
 
+
 @dataclass(frozen=True)
 class ScanOptions:
     target: str
