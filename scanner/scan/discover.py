@@ -150,7 +150,7 @@ def discover(target: Target, on_file: Callable[[], None] | None = None) -> Disco
 
 def _walk_folder(root: Path, prefix: str, result: Discovery, on_file) -> None:
     visited_dirs: set[tuple[int, int]] = set()
-    seen_files = result.inodes
+    seen_files: dict[tuple[int, int], str] = {}
     links: list[tuple[str, str, os.stat_result]] = []
     # data-named files not sniffed, by inode: a link to one is read under the file's own name first
     data_files: dict[tuple[int, int], tuple[str, str, os.stat_result]] = {}
@@ -199,6 +199,8 @@ def _walk_folder(root: Path, prefix: str, result: Discovery, on_file) -> None:
         if real is not None:
             _consider_once(*real, seen_files, result)
         _consider_once(path, rel, st, seen_files, result)
+    for key, rel in seen_files.items():  # for named_skipped
+        result.inodes.setdefault(key, rel)
 
 
 def _is_data_name(name: str) -> bool:
