@@ -7,14 +7,22 @@ compared field by field.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Literal
-
-if TYPE_CHECKING:
-    from cuda4amd.scan.read.byname import NameReference
-    from cuda4amd.scan.read.fatbin import KernelReport
+from typing import Literal
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]
+#: what ZLUDA does with a function a binary imports (a release's function tables):
+#: implemented, stub (exported, returns NOT_SUPPORTED) or missing (not exported)
+SYMBOL_STATES: tuple[str, ...] = ("implemented", "stub", "missing")
+#: a report's groups of imported functions: SYMBOL_STATES, and "unchecked" (no table for the library)
+REPORT_SYMBOL_STATES: tuple[str, ...] = (*SYMBOL_STATES, "unchecked")
+#: the rules platform ("windows" / "linux") each binary format runs on
+PLATFORM_OF_FORMAT: dict[str, str] = {"PE": "windows", "ELF": "linux"}
+
+
+def platform_of(binary_format: str) -> str:
+    """"windows" for a PE binary, "linux" for an ELF one."""
+    return PLATFORM_OF_FORMAT[binary_format]
 
 
 @dataclass(frozen=True)
@@ -60,6 +68,83 @@ class BinaryInfo:
     bind_now: bool = False
 
 
+@dataclass(frozen=True, order=True)
+class NameReference:
+    """A CUDA library name found in a binary's data.
+
+    ``name`` is the name as found (a template keeps its placeholders),
+    ``encoding`` one of :data:`ENCODINGS`, ``template`` whether ``name``
+    contains format placeholders.
+    """
+
+    name: str
+    encoding: str
+    template: bool = False
+
+
+@dataclass(frozen=True, slots=True)
+class FatbinEntry:
+    """One entry of a fat binary container, from its header."""
+
+    kind: str  # "ptx" | "sass" | "lto-ir" | "unknown(N)"
+    arch: str  # "sm_86", "sm_90a", "sm_100f" (PTX entries too: compute_86 -> "sm_86")
+    ptx_isa: str | None  # "9.0" for PTX entries, else None
+    compression: str  # "none" | "lz4" | "zstd"
+    section: str  # section holding the container
+    relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
+    size: int  # padded payload size
+    uncompressed_size: int  # header field 0x38 when compressed, else == size
+
+
+@dataclass(frozen=True, slots=True)
+class KernelReport:
+    """What the fat binaries of one file carry.
+
+    ``ptx_archs`` are the (arch, PTX ISA) pairs ZLUDA can use: PTX outside
+    relocatable sections. ``relocatable_ptx_archs`` are pairs found *only* in
+    relocatable device code. ``sass_archs``/``lto_ir_archs`` cover all
+    sections. All sorted by SM number, unique.
+
+    ``state``: "ptx-available" (some PTX outside relocatable sections),
+    "relocatable-ptx-only" (PTX only in __nv_rel/__nv_relfatbin), "sass-only"
+    (entries but no PTX at all: SASS, LTO-IR or unknown kinds), "none" (no
+    entries: no container, or only empty ones).
+    """
+
+    entries: tuple[FatbinEntry, ...] = ()
+    containers: int = 0
+    sections: tuple[str, ...] = ()  # where containers were found, first-seen order
+    sass_archs: tuple[str, ...] = ()
+    ptx_archs: tuple[tuple[str, str], ...] = ()
+    relocatable_ptx_archs: tuple[tuple[str, str], ...] = ()
+    lto_ir_archs: tuple[str, ...] = ()
+    state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
+    compressed: bool = False  # any entry compressed
+
+    def to_dict(self) -> dict:
+        """JSON-friendly summary (entries themselves are left out)."""
+        return {
+            "state": self.state,
+            "sass": list(self.sass_archs),
+            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
+            "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
+            "lto_ir": list(self.lto_ir_archs),
+            "containers": self.containers,
+            "sections": list(self.sections),
+            "compressed": self.compressed,
+        }
+
+
+@dataclass(frozen=True)
+class PrivateStrings:
+    """What a report must not contain: home folders, user names, host names
+    (cuda4amd.report.redact replaces them; host probes supply them)."""
+
+    homes: tuple[str, ...] = ()
+    users: tuple[str, ...] = ()
+    hosts: tuple[str, ...] = ()
+
+
 @dataclass(frozen=True)
 class FileError:
     """A file that could not be read; the scan goes on without it."""
@@ -79,3 +164,12 @@ class ScannedBinary:
     distribution: str | None = None
     kernels: KernelReport | None = None  # fat binary contents, when it has any
     by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time
+
+
+@dataclass(frozen=True)
+class ReadOutcome:
+    """One binary read (by the read stage or from the facts cache): its facts, None if it
+    could not be read, and its per-file errors in order."""
+
+    binary: ScannedBinary | None
+    errors: tuple[FileError, ...] = ()

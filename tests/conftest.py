@@ -12,6 +12,24 @@ SHARED_DATA = REPO.parent / "shared" / "data"
 sys.path.insert(0, str(Path(__file__).parent))
 
 
+@pytest.fixture(autouse=True, scope="session")
+def private_state_folder(tmp_path_factory):
+    """The journal key and locks (cuda4amd.fix.state) of a test run, not the user's."""
+    import os
+
+    folder = tmp_path_factory.mktemp("state")
+    names = ("XDG_STATE_HOME", "LOCALAPPDATA")
+    saved = {n: os.environ.get(n) for n in names}
+    for n in names:
+        os.environ[n] = str(folder)
+    yield folder
+    for n, value in saved.items():
+        if value is None:
+            os.environ.pop(n, None)
+        else:
+            os.environ[n] = value
+
+
 @pytest.fixture(scope="session")
 def rules():
     from cuda4amd.rules.loader import load_rules

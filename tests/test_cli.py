@@ -16,8 +16,9 @@ else:
     import tomli as tomllib
 
 
-def run(*args):
-    return CliRunner().invoke(main, list(map(str, args)))
+def run(*args, **env):
+    # rich takes the width of a piped stdout from COLUMNS (80 without it)
+    return CliRunner(env={"COLUMNS": "160", **env}).invoke(main, list(map(str, args)))
 
 
 def test_console_summary_leads_with_the_verdict():
@@ -67,7 +68,9 @@ def test_json_and_toml_files_carry_the_same_report(tmp_path):
     assert document["schema"] == "cuda4amd.scan/1" and document["verdict"] == "partial"
     from cuda4amd.report.toml_format import _without_nulls
 
-    assert tomllib.loads(as_toml.read_text()) == _without_nulls(document)
+    from_toml = tomllib.loads(as_toml.read_text())
+    assert document.pop("command").endswith("scan.json") and from_toml.pop("command").endswith("scan.toml")
+    assert from_toml == _without_nulls(document)
 
 
 def test_json_on_stdout():
@@ -120,3 +123,14 @@ def test_progress_bar_goes_to_stderr_of_a_terminal(capsys):
         result = run_scan(ScanOptions(target=str(FIXTURES / "pe")), progress)
     assert result.verdict == "partial"
     assert capsys.readouterr().out == ""
+
+
+def test_download_bar_is_rich_progress_on_stderr(capsys):
+    from cuda4amd.cli.progress import DownloadBar
+
+    with DownloadBar() as bar:
+        for done in range(0, 1_048_577, 262_144):
+            bar(done, 1_048_576)
+    captured = capsys.readouterr()
+    assert captured.out == ""
+    assert "1.0/1.0 MB" in captured.err or "1.0 MB" in captured.err

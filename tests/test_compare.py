@@ -167,5 +167,6 @@ def test_report_command(tmp_path):
     assert run("report", saved, "--format", "json").output == saved.read_text()
     assert run("report", saved, "-o", tmp_path / "x.yaml").exit_code == 2
     assert run("report", saved, "--graph", tmp_path / "g.png").exit_code == 2
-    assert run("report", GOLDENS / "demo-tool" / "scan.toml").exit_code == 2  # JSON only
+    from_toml = run("report", GOLDENS / "demo-tool" / "scan.toml", "--format", "json")
+    assert from_toml.exit_code == 3 and json.loads(from_toml.output) == json.loads(saved.read_text())
     assert run("report", GOLDENS / "corrupt" / "scan.json", "--format", "markdown").exit_code == 0  # no-cuda

@@ -55,7 +55,7 @@ def test_non_utf8_file_names_are_reported_printably(tmp_path):
         handle.write(PE.read_bytes())
     found = discovery.discover(discovery.resolve_target(str(tmp_path)))
     (binary,) = found.binaries
-    assert binary.path == "caf\ufffd-\ufffd.dll"
+    assert binary.path == "caf\\xe9-\\xff.dll"  # the bytes, visibly (issue 11 item 10)
     binaries, errors = read_all(found.target, found.binaries, "fast")
     assert errors == [] and binaries[0].info.format == "PE"
 
@@ -63,14 +63,14 @@ def test_non_utf8_file_names_are_reported_printably(tmp_path):
 def test_unreadable_file_is_one_error_and_the_walk_goes_on(tmp_path, monkeypatch):
     shutil.copy(PE, tmp_path / "locked.dll")
     shutil.copy(PE, tmp_path / "open.dll")
-    real_open = os.open  # discovery sniffs with os.open / os.read (root ignores chmod 000)
+    real_open = discovery.open_regular_fd  # discovery sniffs through it (root ignores chmod 000)
 
     def guarded_open(path, *args, **kwargs):
         if str(path).endswith("locked.dll"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(discovery.os, "open", guarded_open)
+    monkeypatch.setattr(discovery, "open_regular_fd", guarded_open)
     found = discovery.discover(discovery.resolve_target(str(tmp_path)))
     assert [b.path for b in found.binaries] == ["open.dll"]
     assert [(e.path, e.stage, e.message) for e in found.errors] == [("locked.dll", "discover", "permission denied")]

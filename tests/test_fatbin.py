@@ -245,15 +245,19 @@ def patched(rel: str, patches: dict[int, bytes]) -> bytes:
     return bytes(data)
 
 
-def test_wrapper_with_null_or_wild_pointer_is_ignored():
+def test_wrapper_with_null_pointer_is_ignored_and_a_wild_one_is_a_kernel_error():
+    """Issue 11 item 9: a wrapper pointing at nothing valid is a kernel error, not a silent no-CUDA."""
     rel = "pe/axpy_rdata.dll"
     info = load(rel)[1]
     w = section(rel, ".nvFatBi").file_offset
-    for pointer in (0, 0xDEAD_0000_0000, 0x1_8000_0000 + 0x10_0000):
+    data = patched(rel, {w + 8: struct.pack("<Q", 0)})
+    report = analyse_kernels(data, info)
+    assert report.state == "none" and report.containers == 0
+    assert analyse_kernels(data, info, deep=True).sass_archs == ("sm_89",)
+    for pointer in (0xDEAD_0000_0000, 0x1_8000_0000 + 0x10_0000):
         data = patched(rel, {w + 8: struct.pack("<Q", pointer)})
-        report = analyse_kernels(data, info)
-        assert report.state == "none" and report.containers == 0
-        assert analyse_kernels(data, info, deep=True).sass_archs == ("sm_89",)
+        with pytest.raises(MalformedBinary, match="no section of the file holds|holds no fat binary container"):
+            analyse_kernels(data, info)
 
 
 def test_wrapper_and_deep_scan_do_not_double_count():

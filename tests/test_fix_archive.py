@@ -120,3 +120,68 @@ def test_unpacked_folder_is_used_in_place(release, tmp_path):
     (tmp_path / "rel" / "zluda" / "nvcuda.dll").unlink()
     with pytest.raises(ArchiveError, match="lacks nvcuda.dll"):
         open_folder(src, release, "windows", ["nvcuda.dll"])
+
+
+# -- issue 11, item 7: damage found while a member is read, and file/folder clashes ----------------
+
+def _restored(src: Path, dest: Path, *, stored: bool = False, extra: list[tuple[str, bytes]] = ()) -> Path:
+    with zipfile.ZipFile(src) as inp, zipfile.ZipFile(dest, "w", zipfile.ZIP_STORED if stored
+                                                        else zipfile.ZIP_DEFLATED) as out:
+        for info in inp.infolist():
+            out.writestr(info, inp.read(info))
+        for name, data in extra:
+            out.writestr(name, data)
+    return dest
+
+
+def _bad_crc(tmp_path: Path) -> Path:
+    path = _restored(WIN_ZIP, tmp_path / "bad-crc.zip", stored=True)
+    data = bytearray(path.read_bytes())
+    with zipfile.ZipFile(path) as z:
+        info = z.getinfo("zluda/nvcuda.dll")
+    start = info.header_offset + 30 + len(info.filename.encode()) + len(info.extra)
+    data[start + info.compress_size // 2] ^= 0xFF  # stored: the sizes still agree, only the CRC does not
+    path.write_bytes(bytes(data))
+    return path
+
+
+def _cut_tgz(tmp_path: Path) -> Path:
+    path = tmp_path / "cut.tar.gz"
+    data = LINUX_TGZ.read_bytes()
+    path.write_bytes(data[: len(data) * 3 // 5])
+    return path
+
+
+@pytest.mark.parametrize("make, platform, message", [
+    (_bad_crc, "windows", r"member 'nvcuda.dll' is damaged \(Bad CRC-32"),
+    (_cut_tgz, "linux", "damaged"),
+    (lambda tmp: _restored(WIN_ZIP, tmp / "file-then-folder.zip", extra=[("zluda/nvcuda.dll/x", b"x")]),
+     "windows", "is both a file and a folder"),
+    (lambda tmp: _restored(WIN_ZIP, tmp / "folder-then-file.zip", extra=[("zluda/trace", b"x")]),
+     "windows", "is both a file and a folder"),
+])
+def test_damage_found_while_reading_is_a_refusal(release, tmp_path, make, platform, message):
+    path = make(tmp_path)
+    with pytest.raises(ArchiveError, match=message):
+        inspect_archive(path, release, platform)
+    with pytest.raises(ArchiveError, match=message):
+        extract_archive(path, tmp_path / "out", release, platform)
+    cache = tmp_path / "cache"
+    with pytest.raises(ArchiveError, match=message):
+        prepare_store(source("archive", path, platform), path, sha256(path), release, platform, cache=cache)
+    assert not (cache / "zluda" / "store" / sha256(path)).exists()  # nothing half-unpacked is kept
+
+
+def test_a_damaged_release_is_refused_by_scan_fix_with_exit_5(tmp_path, monkeypatch):
+    from click.testing import CliRunner
+    from test_fix_support import WIN_HOST, demo_copy
+
+    from cuda4amd.cli import main
+
+    monkeypatch.setenv("CUDA4AMD_CACHE", str(tmp_path / "cache"))
+    tool = demo_copy(tmp_path)
+    before = snapshot(tool)
+    res = CliRunner().invoke(main, ["scan", str(tool), "--host", str(WIN_HOST), "--fix", "--zluda",
+                                    str(_bad_crc(tmp_path)), "--yes"])
+    assert res.exit_code == 5 and "is damaged" in res.output and "Aborted" not in res.output, res.output
+    assert snapshot(tool) == before

@@ -97,6 +97,24 @@ def test_host_without_sdk_leaves_sdk_families_out(rules, tmp_path):
         plan_for(rules, scan(rules, demo_copy(tmp_path)), host)
 
 
+def test_dry_run_plans_what_the_host_lacks_and_says_so(rules, tmp_path):
+    """make_plan with a host_warnings list (a dry run): the refusals become warnings, the plan is whole."""
+    result = scan(rules, demo_copy(tmp_path))
+    warnings: list[str] = []
+    plan = plan_for(rules, result, win_host(), host_warnings=warnings)
+    assert plan.families == ["blas", "dnn", "driver_api"]  # cuDNN is planned although this host lacks MIOpen
+    assert "plugins/denoise.dll" not in {r["binary"] for r in plan.left_alone}
+    assert len(warnings) == 1 and "MIOpen" in warnings[0]
+    no_sdk: list[str] = []
+    plan = plan_for(rules, result, win_host(hip_sdks=[], selected_sdk=None), host_warnings=no_sdk)
+    assert "blas" in plan.families and any("HIP SDK: none was found" in w for w in no_sdk)
+    other: list[str] = []
+    plan_for(rules, result, load_host_report(LINUX_HOST), host_warnings=other)
+    assert other[0].startswith("the host is Linux but the application is Windows")
+    with pytest.raises(PlanError, match="lacks a host report"):  # nothing to judge against: refused even so
+        plan_for(rules, result, None, host_warnings=[])
+
+
 def test_host_of_another_platform_is_refused(rules, tmp_path):
     with pytest.raises(PlanError, match="the host is Linux but the application is Windows"):
         plan_for(rules, scan(rules, demo_copy(tmp_path)), load_host_report(LINUX_HOST))

@@ -42,8 +42,9 @@ def test_all_shipped_framework_files_validate(frameworks):
         assert f.source is not None and f.source.stem == f.id
 
 
-def test_default_folder_is_the_shipped_one(frameworks):
-    assert load_frameworks() == frameworks
+def test_default_folder_is_the_shipped_one(frameworks, rules):
+    assert load_frameworks(rules=rules) == frameworks
+    assert rules.frameworks == frameworks  # what the scan uses: every rules folder's, shipped only here
 
 
 def test_every_cited_family_exists(frameworks, rules):

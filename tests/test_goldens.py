@@ -44,11 +44,11 @@ GRAPHS = {"graphml": "graph.graphml", "dot": "graph.dot", "json": "graph.json"}
 GRAPH_CASES = ("demo-tool", "pe", "byname")
 
 
-SCHEMA_FILE = REPO / "docs" / "report-schema.json"
+SCHEMA_FILE = REPO / "scanner" / "report" / "schemas" / "scan.json"
 
 
 def strict_validator():
-    """A validator of docs/report-schema.json that also rejects fields the schema does not list.
+    """A validator of the scan JSON Schema (scanner/report/schemas/scan.json) that also rejects fields the schema does not list.
 
     The published schema lets objects carry more properties (fields are added
     compatibly); here every object without its own rule gets
@@ -185,6 +185,24 @@ def test_graph_from_a_saved_report_is_the_scan_graph(case):
     assert graph_export.dumps(graph, "json") == (GOLDENS / case / "graph.json").read_text(encoding="utf-8")
 
 
+def command_of(fmt: str, text: str) -> str:
+    if fmt == "json":
+        return json.loads(text)["command"]
+    if fmt == "toml":
+        return tomllib.loads(text)["command"]
+    return text.split("<summary>Command line</summary>\n\n```\n", 1)[1].split("\n```", 1)[0]
+
+
+def with_command(fmt: str, golden: str, command: str) -> str:
+    """The golden report as the CLI writes it: with `command` added (JSON, TOML: last; Markdown: its section)."""
+    from cuda4amd.report import render
+
+    document = json.loads((GOLDENS / "demo-tool" / "scan.json").read_text(encoding="utf-8"))
+    if fmt in ("json", "toml", "markdown"):
+        return render(fmt, {**document, "command": command})
+    return golden
+
+
 @pytest.mark.parametrize("fmt", ["json", "markdown", "toml"])
 def test_the_cli_writes_the_goldens(tmp_path, monkeypatch, fmt):
     """`cuda4amd scan <absolute path> --host none -o scan.X`, run from the repository: the golden file."""
@@ -198,7 +216,11 @@ def test_the_cli_writes_the_goldens(tmp_path, monkeypatch, fmt):
     result = CliRunner().invoke(main, ["scan", str(FIXTURES / "demo" / "Tool"), "--host", "none", "-o", str(out),
                                        "--graph", str(graph)])
     assert result.exit_code == 3, result.output
-    assert out.read_text(encoding="utf-8") == (GOLDENS / "demo-tool" / REPORTS[fmt]).read_text(encoding="utf-8")
+    written = out.read_text(encoding="utf-8")
+    # the CLI records its command line (a library scan has none): the golden is the report without it
+    assert written == with_command(fmt, (GOLDENS / "demo-tool" / REPORTS[fmt]).read_text(encoding="utf-8"),
+                                   command_of(fmt, written))
+    assert command_of(fmt, written).startswith("cuda4amd scan <target> --host none -o ")
     assert graph.read_text(encoding="utf-8") == (GOLDENS / "demo-tool" / "graph.graphml").read_text(encoding="utf-8")
 
 

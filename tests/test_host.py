@@ -455,7 +455,7 @@ def test_load_host_report_errors(tmp_path):
 
 
 def test_reports_carry_no_user_host_or_home(win, rules, tmp_path):
-    private = PrivateStrings(home="C:\\Users\\alice", user="alice", host="ALICE-DESKTOP")
+    private = PrivateStrings(homes=("C:\\Users\\alice",), users=("alice",), hosts=("ALICE-DESKTOP",))
     sdk_home = tmp_path / "homesdk"
     build_tree(sdk_home, HOST / "sdk" / "win-hipsdk-6.4.manifest")
     zl = _zluda_folder(tmp_path / "zl", rules)
@@ -473,12 +473,13 @@ def test_reports_carry_no_user_host_or_home(win, rules, tmp_path):
 
 
 def test_redaction_without_known_home():
-    from cuda4amd.host.privacy import Redactor
+    from cuda4amd.report.redact import Redactor, is_redacted
 
-    assert Redactor("windows").text("C:\\Users\\bob\\zluda") == "C:\\Users\\<user>\\zluda"
-    assert Redactor("linux").text("/home/bob/zluda") == "/home/<user>/zluda"
-    assert Redactor("linux", PrivateStrings("/home/bob", "bob", "box")).text("/home/bob/x:/srv/box/bob") == \
-        "~/x:/srv/<host>/<user>"
+    assert Redactor.for_host_report("windows").text("C:\\Users\\bob\\zluda") == "C:\\Users\\<user>\\zluda"
+    assert Redactor.for_host_report("linux").text("/home/bob/zluda") == "/home/<user>/zluda"
+    linux = Redactor.for_host_report("linux", PrivateStrings(homes=("/home/bob",), users=("bob",), hosts=("box",)))
+    assert linux.text("/home/bob/x:/srv/box/bob") == "~/x:/srv/<host>/<user>"
+    assert is_redacted("/home/<user>/rocm") and not is_redacted("~/rocm")
 
 
 def test_gfx_outside_the_profiles(win):
@@ -491,3 +492,33 @@ def test_gfx_outside_the_profiles(win):
     assert host.gpu.gfx == "gfx1299"  # an unknown RDNA-numbered GPU is preferred over a GCN one
     assert host_gaps(host, {"driver_api"})["driver_api"] == []
     assert any("not in cuda4amd's GPU profiles" in c.text for c in readiness(host).checks)
+
+
+def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_path):
+    from cuda4amd.host.gaps import GAP_CODES, Gap, family_libraries, find_gaps
+    from cuda4amd.rules.loader import load_rules
+
+    host = detect_host(win(sdk_root=False))
+    gaps = find_gaps(host, ["driver_api", "blas", "dnn", "fft", "solver"])
+    assert gaps == [Gap("blas", "no-hip-sdk", "cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found"),
+                    Gap("dnn", "no-hip-sdk", "cuDNN calls go to MIOpen, which needs the HIP SDK: none was found")]
+    assert all(g.code in GAP_CODES for g in gaps)
+    unset = detect_host(win(env={}))  # the SDK is there, HIP_PATH is not
+    assert {g.code for g in find_gaps(unset, ["blas"])} == {"hip-path-unset"}
+    # which AMD library a family's calls go to is families.toml's host_library
+    shipped = load_rules()
+    from cuda4amd.host.sdk import LIBRARIES
+    assert all(f.host_library in LIBRARIES for f in shipped.families if f.host_library is not None)
+    assert family_libraries(shipped) == {"blas": ("cuBLAS", "rocblas"), "blaslt": ("cuBLASLt", "hipblaslt"),
+                                         "dnn": ("cuDNN", "miopen"), "sparse": ("cuSPARSE", "rocsparse")}
+    extra = tmp_path / "rules"
+    extra.mkdir()
+    (extra / "families.toml").write_text(
+        '[provenance]\ngenerated_by = "test"\nsources = ["test"]\n\n[[family]]\nid = "acme_blas"\n'
+        'name = "ACME BLAS"\nwindows = [\'^acmeblas64\\.dll$\']\nlinux = []\nzluda_libraries = []\n'
+        'default_route = "blocked"\namd_equivalent = "rocBLAS"\nzluda_status = "test"\nadvice = "test"\n'
+        'evidence = "test"\nhost_library = "rocblas"\n', encoding="utf-8")
+    custom = load_rules([extra])
+    assert family_libraries(custom)["acme_blas"] == ("ACME BLAS", "rocblas")
+    assert find_gaps(host, ["acme_blas"], rules=custom) == [
+        Gap("acme_blas", "no-hip-sdk", "ACME BLAS calls go to rocBLAS, which needs the HIP SDK: none was found")]

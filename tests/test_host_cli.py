@@ -76,7 +76,7 @@ def test_doctor_can_be_registered_on_a_group():
     group.add_command(doctor)
     result = CliRunner().invoke(group, ["doctor", "--help"])
     assert result.exit_code == 0
-    assert "--format [console|json]" in result.output
+    assert "--format [console|json|markdown]" in result.output
 
 
 def test_importing_the_doctor_command_stays_light():

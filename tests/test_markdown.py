@@ -17,6 +17,7 @@ from markdown_it import MarkdownIt
 from test_goldens import GOLDENS, strict_validator
 from wheelcache import Unavailable, unpacked
 
+from cuda4amd.report.grouping import reason_groups
 from cuda4amd.report.markdown import BUDGET, GITHUB_LIMIT, LEVELS, code, render, text
 
 
@@ -36,10 +37,14 @@ def check_mermaid(block: str) -> tuple[set[str], list[tuple[str, str]]]:
     """Every edge joins declared nodes; every class used is defined. Returns (nodes, edges)."""
     lines = block.splitlines()
     assert lines[0] == "flowchart LR"
-    nodes = {m.group(1) for m in re.finditer(r"^  ([bl]\d+)[\[(]", block, re.M)}
-    edges = re.findall(r"^  ([bl]\d+) (?:-->|-\.->\|[a-z/-]+\|) ([bl]\d+)$", block, re.M)
+    nodes = {m.group(1) for m in re.finditer(r"^(?:  |    )([bl]\d+)[\[(]", block, re.M)}
+    edges = re.findall(r"^  ([bl]\d+) (?:-->|-\.->|-\. delay \.->) ([bl]\d+)$", block, re.M)
+    subgraphs = re.findall(r'^  subgraph p\d+\["[^"]*"\]$', block, re.M)
+    assert block.count("\n  end") == len(subgraphs)
     body = [line for line in lines[1:] if not line.startswith("  classDef")]
-    assert len(body) == len(nodes) + len(edges), "every line is a node or an edge"
+    other = [line for line in body if not re.match(r"^(?:  |    )[bl]\d+[\[(]|^  [bl]\d+ -|^  subgraph |^  end$", line)]
+    assert not other, f"every line is a node, an edge or a package box: {other}"
+    assert len(body) == len(nodes) + len(edges) + 2 * len(subgraphs), "every line is a node, an edge or a package box"
     assert all(s in nodes and t in nodes for s, t in edges)
     used = set(re.findall(r":::(\w+)", block))
     defined = set(re.findall(r"^  classDef (\w+) ", block, re.M))
@@ -71,9 +76,12 @@ def test_golden_reports_render_on_github(case):
     assert html.count("<details>") == len(cuda)
     for binary in cuda:
         assert f"<code>{binary['path']}</code>" in html
-    # the summary table has a row per CUDA binary, worst first
-    rows = re.findall(r"<tr>\n<td><code>(.*?)</code></td>\n<td><strong>(\w[\w-]*)</strong></td>", html)
-    assert [r[0] for r in rows] == [b["path"] for b in sorted(cuda, key=lambda b: ({"blocked": 0, "degraded": 1}.get(b["verdict"], 2), b["path"]))]
+    # the summary table has a row per deciding reason (one binary, or the binaries it decides), worst first
+    rows = re.findall(r"<tr>\n<td>(.*?)</td>\n<td><strong>(\w[\w-]*)</strong></td>", html)
+    groups = reason_groups(cuda)
+    assert [r[1] for r in rows if r[1] in ("blocked", "degraded", "ready")][-len(groups):] == [g[0] for g in groups]
+    singles = [f"<code>{members[0]['path']}</code>" for _, _, members in groups if len(members) == 1]
+    assert [r[0] for r in rows if r[0].startswith("<code>")][-len(singles):] == singles
 
 
 def test_details_carry_routes_symbols_and_the_host_block():
@@ -81,7 +89,7 @@ def test_details_carry_routes_symbols_and_the_host_block():
     assert "Missing from ZLUDA in `cublas64_12.dll` (2): `cublasSgemm`, `cublasXtCreate`" in markdown
     assert "Stubs (return NOT_SUPPORTED) in `cublas64_12.dll` (2): `cublasDgemm_v2`, `cublasSaxpy_v2`" in markdown
     assert "| `cusolver64_11.dll` | delay | solver | **blocked** |" in markdown
-    assert "b5 -.->|delay| l11" in markdown  # delay loads are dashed in the diagram
+    assert "b5 -. delay .-> l11" in markdown  # delay loads are dashed in the diagram, and say so
     host = (GOLDENS / "demo-tool-rx6700xt" / "scan.md").read_text(encoding="utf-8")
     assert "| GPU | **AMD Radeon RX 6700 XT** · `gfx1031` · HIP device 0 |" in host
     assert "| rocBLAS kernels | `gfx1031`: **none** |" in host
@@ -147,7 +155,9 @@ def test_large_targets_stay_under_githubs_limit(copies):
         # cut with counts, and said so
         assert "more binaries left out to keep this report under GitHub's 65,536-character limit" in markdown
         assert re.search(r"… and \d+ more \(\d+ partial\)", markdown)  # packages table
-        assert re.search(r"… and \d+ more \(\d+ blocked, \d+ degraded, \d+ ready\)", markdown)  # binaries table
+        # binaries with the same deciding reason are one row, their names said once
+        assert "| 600 binaries of 300 packages: app_ready.exe ×300, runtime_user.exe ×300 | **ready** | — |" in markdown
+        assert "- **pkg000, pkg001, pkg002 and 297 more packages**: do the thing" in markdown
         assert "Ready (600): " in markdown
         assert html.count("<details>") > 10
 
@@ -213,7 +223,8 @@ def test_cupy_report_reads_well_on_github(tmp_path):
     assert len(markdown) <= BUDGET < GITHUB_LIMIT
     html = check_report(markdown, document)
     assert "<th>package</th>" in html and "cupy-cuda12x 14.2.0" in html
-    assert html.count("<details>") == 13  # every CUDA-using binary of cupy
+    assert html.count("<details>") == 13 + 2  # every CUDA-using binary of cupy; the distributions; the command
+    assert "<summary>Installed distributions (1)</summary>" in html and "<summary>Command line</summary>" in html
     assert "<code>cupy_backends/cuda/libs/cusolver.cp312-win_amd64.pyd</code>" in html
     assert "Stubs (return NOT_SUPPORTED) in <code>cublas64_12.dll</code> (94): " in html
     assert "CUPY_COMPILE_WITH_PTX=1" in html  # the framework's advice
@@ -224,7 +235,8 @@ def test_cupy_report_reads_well_on_github(tmp_path):
 
     # re-render and compare round-trip the saved report
     result = CliRunner().invoke(main, ["report", str(saved), "--format", "markdown"])
-    assert result.exit_code == 3 and result.output == markdown
+    # the same report, but for the command line it was made with (-o scan.json, not -o scan.md)
+    assert result.exit_code == 3 and result.output == markdown.replace(f"{md.name}\n```", f"{saved.name}\n```")
     assert compare(document, load_report(saved))["changed"] is False
     result = CliRunner().invoke(main, ["diff", str(saved), str(saved)])
     assert result.exit_code == 0 and "no differences" in result.output

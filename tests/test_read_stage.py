@@ -10,6 +10,7 @@ import json
 import os
 import shutil
 import sqlite3
+import sys
 import zipfile
 
 import pytest
@@ -36,7 +37,10 @@ def scan_json(target, *options: str, cache_dir=None) -> str:
     result = CliRunner(env=env).invoke(main, ["scan", str(target), "--format", "json", "--host", "none", *options])
     assert result.exit_code in (0, 3, 4), result.output
     assert result.output.startswith("{")
-    return result.output
+    document = json.loads(result.output)
+    # the command line as typed (--jobs, --no-cache) is the one field that differs by design
+    assert document.pop("command").startswith("cuda4amd scan ")
+    return json.dumps(document, indent=2)
 
 
 def db_rows(cache_dir) -> list[tuple]:
@@ -184,7 +188,6 @@ def test_the_reader_version_follows_the_reader_sources():
 
 def test_rules_fingerprint_is_the_same_in_every_process(rules):
     import subprocess
-    import sys
 
     code = ("from cuda4amd.rules.loader import load_rules; from cuda4amd.scan.read.cache import canonical; "
             "import json, hashlib; r = load_rules(); "
@@ -195,15 +198,19 @@ def test_rules_fingerprint_is_the_same_in_every_process(rules):
 
 
 def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    from cuda4amd import userdirs
+    from cuda4amd.fix.release import cache_dir
+
     monkeypatch.delenv(facts.FACTS_VARIABLE, raising=False)
-    monkeypatch.setenv(facts.CACHE_VARIABLE, str(tmp_path / "base"))
+    monkeypatch.setenv(userdirs.CACHE_VARIABLE, str(tmp_path / "base"))
     assert facts.facts_folder() == tmp_path / "base" / "facts"
     monkeypatch.setenv(facts.FACTS_VARIABLE, str(tmp_path / "here"))
     assert facts.facts_folder() == tmp_path / "here"
     monkeypatch.delenv(facts.FACTS_VARIABLE)
-    monkeypatch.delenv(facts.CACHE_VARIABLE)
+    monkeypatch.delenv(userdirs.CACHE_VARIABLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
-    if os.name != "nt":
+    assert facts.facts_folder() == cache_dir() / "facts"  # one lookup for the ZLUDA downloads and the facts
+    if sys.platform.startswith("linux"):
         assert facts.facts_folder() == tmp_path / "xdg" / "cuda4amd" / "facts"
 
 
@@ -298,3 +305,112 @@ def test_workers_started_without_fork_get_the_rules_pickled(monkeypatch, rules):
     found = discovery.discover(discovery.resolve_target(str(FIXTURES / "byname"))).binaries
     expected = parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=1)
     assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected
+
+
+# -- hostile files (issue 11, tests/test_hostile_scan.py) in worker processes and through the cache ----------------
+
+HOSTILE_PE = FIXTURES / "pe" / "blas_mixed.dll"
+
+
+def hostile_read(found, rules, jobs, cache_dir=None):
+    """read_binaries in `jobs` processes (through a facts cache in `cache_dir` when given), in a thread that must
+    finish (a FIFO must never block a worker)."""
+    from test_hostile_scan import finishes
+
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+
+    def read():
+        # opened in the reading thread: a sqlite connection serves only the thread that made it
+        cache = facts.FactCache.open("fast", inspector, cache_dir) if cache_dir is not None else None
+        try:
+            return parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=jobs, cache=cache)
+        finally:
+            if cache is not None:
+                cache.close()
+
+    return finishes(read)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_binary_swapped_for_a_fifo_is_one_error_in_a_worker_and_never_a_cache_hit(tmp_path, rules):
+    from cuda4amd.scan import discover as discovery
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("a.dll", "b.dll", "c.dll"):
+        shutil.copy(HOSTILE_PE, tree / name)
+    found = discovery.discover(discovery.resolve_target(str(tree))).binaries
+    hostile_read(found, rules, 1, tmp_path / "facts")  # every file's facts cached
+    assert len(db_rows(tmp_path / "facts")) == 3
+    (tree / "b.dll").unlink()
+    os.mkfifo(tree / "b.dll")
+    for jobs, cache_dir in ((1, None), (2, None), (1, tmp_path / "facts"), (2, tmp_path / "facts")):
+        binaries, errors = hostile_read(found, rules, jobs, cache_dir)
+        assert [b.path for b in binaries] == ["a.dll", "c.dll"], (jobs, cache_dir)
+        assert [(e.path, e.stage) for e in errors] == [("b.dll", "read")], (jobs, cache_dir)
+        assert "not a regular file (a FIFO)" in errors[0].message
+    assert len(db_rows(tmp_path / "facts")) == 3  # nothing recorded for the FIFO
+
+
+def test_damaged_and_oversized_binaries_read_by_workers_and_cache_match_one_process(tmp_path):
+    import struct
+
+    from test_hostile_scan import ELF_FATBIN, _elf_section
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(HOSTILE_PE, tree / "good.dll")
+    damaged = bytearray(HOSTILE_PE.read_bytes())  # e_lfanew off by 8: Windows refuses it
+    struct.pack_into("<I", damaged, 0x3C, struct.unpack_from("<I", damaged, 0x3C)[0] + 8)
+    (tree / "cuda_user.dll").write_bytes(damaged)
+    huge = bytearray(ELF_FATBIN.read_bytes())  # a fat binary section claiming a terabyte (of sparse holes)
+    header = _elf_section(huge, b".nv_fatbin")
+    offset, = struct.unpack_from("<Q", huge, header + 0x18)
+    struct.pack_into("<Q", huge, header + 0x20, 1 << 40)
+    (tree / "libhuge.so").write_bytes(huge)
+    try:
+        os.truncate(tree / "libhuge.so", offset + (1 << 40))
+    except OSError as exc:
+        pytest.skip(f"this file system has no 1 TiB sparse files ({exc})")
+    serial = scan_json(tree, "--jobs", "1", "--no-cache")
+    errors = {(e["path"], e["stage"]): e["message"] for e in json.loads(serial)["errors"]}
+    assert "e_lfanew" in errors[("cuda_user.dll", "read")]
+    assert "more than the 4 GiB examined per section" in errors[("libhuge.so", "kernels")]
+    assert scan_json(tree, "--jobs", "3", "--no-cache") == serial
+    assert scan_json(tree, "--jobs", "3", cache_dir=tmp_path / "facts") == serial
+    assert scan_json(tree, "--jobs", "1", cache_dir=tmp_path / "facts") == serial
+    assert len(db_rows(tmp_path / "facts")) == 2  # good.dll and libhuge.so (its error recorded with it), not the refused one
+
+
+def test_corrupt_and_oversized_wheel_members_read_by_workers_and_cache_match_one_process(tmp_path, monkeypatch):
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read.sniff import SNIFF_BYTES
+
+    wheel = tmp_path / "bad-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in ("a.dll", "c.dll", "d.dll"):
+            zf.writestr(f"pkg/{name}", HOSTILE_PE.read_bytes())
+        zf.writestr("pkg/broken.dll", HOSTILE_PE.read_bytes(), zipfile.ZIP_STORED)
+        zf.writestr("pkg/big.dll", HOSTILE_PE.read_bytes() + bytes(1 << 20))
+    data = bytearray(wheel.read_bytes())
+    with zipfile.ZipFile(wheel) as zf:
+        info = zf.getinfo("pkg/broken.dll")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    # a byte past what discovery sniffs: the member is found, and reading it whole fails its CRC
+    assert info.file_size > SNIFF_BYTES + 16
+    data[start + info.file_size - 8] ^= 0x5A
+    wheel.write_bytes(bytes(data))
+    monkeypatch.setattr(discovery, "MAX_MEMBER_BYTES", 1 << 20)
+    serial = scan_json(wheel, "--jobs", "1", "--no-cache")
+    document = json.loads(serial)
+    assert [b["path"] for b in document["binaries"]] == ["pkg/a.dll", "pkg/c.dll", "pkg/d.dll"]
+    errors = {(e["path"], e["stage"]): e["message"] for e in document["errors"]}
+    assert set(errors) == {("pkg/big.dll", "discover"), ("pkg/broken.dll", "read")}
+    assert errors[("pkg/broken.dll", "read")].startswith("cannot read archive member: Bad CRC-32")
+    assert scan_json(wheel, "--jobs", "2", "--no-cache") == serial
+    assert scan_json(wheel, "--jobs", "2", cache_dir=tmp_path / "facts") == serial
+    assert scan_json(wheel, "--jobs", "1", cache_dir=tmp_path / "facts") == serial
+    assert len(db_rows(tmp_path / "facts")) == 3

@@ -6,6 +6,11 @@ long names via ``coff_string``, exports in name-table order, NOBITS sections
 with file_size 0, the null ELF section dropped), so no normalisation is
 needed here.
 
+pefile, a reader written independently of lief, is the second reference for
+PE files: machine, bitness, DLL or EXE, sections, imports (static and
+delay-loaded, with function names and ordinals) and export names must agree
+with it too (`pe_view`; pefile is in the test extra for this alone).
+
 Only well-formed files are compared: on corrupt input lief returns partial
 objects where the fast reader raises MalformedBinary (tested in
 test_readers.py), so fixtures/corrupt/ is left out.
@@ -54,6 +59,78 @@ def assert_agree(path: Path) -> None:
     fast = read_path(path)
     ref = read_path(path, engine="lief")
     assert fast == ref, f"{path}: {explain(fast, ref)}"
+    if fast.format == "PE":
+        assert_agrees_with_pefile(path, fast)
+
+
+PE_MACHINES = {0x8664: "x86_64", 0x14C: "x86", 0xAA64: "arm64", 0x1C4: "arm"}
+
+
+def pe_view(path: Path) -> dict:
+    """What pefile reads in a PE file, in the terms of the model (BinaryInfo)."""
+    import pefile
+
+    # pefile's guards against corrupt files cut real ones: C++ names over 512 bytes (MAX_IMPORT_NAME_LENGTH,
+    # MAX_SYMBOL_NAME_LENGTH) and DLLs with over 8192 exports (max_symbol_exports); lift them for these files
+    limits = {name: getattr(pefile, name) for name in ("MAX_IMPORT_NAME_LENGTH", "MAX_SYMBOL_NAME_LENGTH")}
+    pe = pefile.PE(str(path), fast_load=True, max_symbol_exports=1 << 20)
+    try:
+        for name in limits:
+            setattr(pefile, name, pefile.MAX_STRING_LENGTH)
+        pe.parse_data_directories(directories=[pefile.DIRECTORY_ENTRY[name] for name in (
+            "IMAGE_DIRECTORY_ENTRY_IMPORT", "IMAGE_DIRECTORY_ENTRY_DELAY_IMPORT", "IMAGE_DIRECTORY_ENTRY_EXPORT")])
+        machine = pe.FILE_HEADER.Machine
+        imports = []
+        for load, entries in (("static", getattr(pe, "DIRECTORY_ENTRY_IMPORT", [])),
+                              ("delay", getattr(pe, "DIRECTORY_ENTRY_DELAY_IMPORT", []))):
+            for entry in entries:
+                names = tuple(i.name.decode("utf-8", "backslashreplace") for i in entry.imports if i.name is not None)
+                ordinals = tuple(i.ordinal for i in entry.imports if i.name is None and i.ordinal is not None)
+                imports.append((entry.dll.decode("utf-8", "backslashreplace"), load, names, ordinals))
+        exports = sorted(e.name.decode("utf-8", "backslashreplace")
+                         for e in getattr(getattr(pe, "DIRECTORY_ENTRY_EXPORT", None), "symbols", []) if e.name)
+        return {
+            "machine": PE_MACHINES.get(machine, f"unknown(0x{machine:x})"),
+            "bits": 64 if pe.OPTIONAL_HEADER.Magic == 0x20B else 32,
+            "kind": "dll" if pe.FILE_HEADER.Characteristics & 0x2000 else "exe",
+            "sections": [(coff_name(pe, s.Name.rstrip(b"\0").decode("utf-8", "backslashreplace")), s.VirtualAddress,
+                          s.Misc_VirtualSize, s.PointerToRawData, s.SizeOfRawData) for s in pe.sections],
+            "imports": imports,
+            "exports": exports,
+        }
+    finally:
+        for name, value in limits.items():
+            setattr(pefile, name, value)
+        pe.close()
+
+
+def coff_name(pe, name: str) -> str:
+    """A section name "/4" is offset 4 into the COFF string table, which pefile does not follow
+    (PE format specification, "Section Table": the table follows the COFF symbol table, 18 bytes a symbol)."""
+    if not (name.startswith("/") and name[1:].isdigit()):
+        return name
+    table = pe.FILE_HEADER.PointerToSymbolTable + pe.FILE_HEADER.NumberOfSymbols * 18
+    data = pe.__data__
+    start = table + int(name[1:])
+    end = data.find(b"\0", start)
+    return bytes(data[start:end]).decode("utf-8", "backslashreplace")
+
+
+def fast_view(info) -> dict:
+    return {
+        "machine": info.machine,
+        "bits": info.bits,
+        "kind": info.kind,
+        "sections": [(s.name, s.virtual_address, s.virtual_size, s.file_offset, s.file_size) for s in info.sections],
+        "imports": [(i.name, i.load, i.symbols, i.ordinals) for i in info.imports],
+        "exports": sorted(info.exports),
+    }
+
+
+def assert_agrees_with_pefile(path: Path, fast) -> None:
+    ours, theirs = fast_view(fast), pe_view(path)
+    differing = {key: (ours[key], theirs[key]) for key in ours if ours[key] != theirs[key]}
+    assert not differing, f"{path}: fast reader and pefile differ: {differing}"
 
 
 # --------------------------------------------------------------------------------------
@@ -139,6 +216,11 @@ def test_real_wheels_fast_equals_lief(tmp_path):
                     t1 = time.perf_counter()
                     ref = read_path(path, engine="lief")
                     t2 = time.perf_counter()
+                    if fast.format == "PE":
+                        ours, theirs = fast_view(fast), pe_view(path)
+                        if ours != theirs:
+                            failures.append(f"{wheel.name}!{member.filename}: pefile differs in "
+                                            f"{sorted(k for k in ours if ours[k] != theirs[k])}")
                 t_fast += t1 - t0
                 t_lief += t2 - t1
                 compared += 1

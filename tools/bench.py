@@ -19,8 +19,9 @@ json`), repeated, reported as min / median / max:
   * cold page cache: each run after `sync; echo 3 > /proc/sys/vm/drop_caches`
     (needs root and a writable /proc/sys; the table says why not otherwise).
 
-Every run's report is compared with the first `--jobs 1 --no-cache` report:
-the figures only count when the output is the same.
+Every run's report is compared with the first `--jobs 1 --no-cache` report
+(all but its `command` field, the command line as typed): the figures only
+count when the output is the same.
 """
 from __future__ import annotations
 
@@ -35,6 +36,7 @@ import tempfile
 import time
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
@@ -75,6 +77,12 @@ class Runs:
 
 def scan_command(tree: Path, *options: str) -> list[str]:
     return [sys.executable, "-m", "cuda4amd", "scan", str(tree), "--format", "json", *options]
+
+
+def scans(tree: Path, follow_links: bool) -> Callable[..., list[str]]:
+    """scan_command for ``tree``, with --follow-links where the tree links to folders outside it."""
+    always = ("--follow-links",) if follow_links else ()
+    return lambda *options: scan_command(tree, *always, *options)
 
 
 def run(command: list[str], env: dict[str, str], times: int) -> Runs:
@@ -180,30 +188,35 @@ def tree_facts(tree: Path, report: dict) -> str:
     return f"{files:,} files, {size / 2**30:.2f} GiB; {len(report['binaries'])} binaries ({shown}); verdict {report['verdict']}"
 
 
-def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int) -> None:
+def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links: bool = False) -> None:
+    command = scans(tree, follow_links)
     cache_dir = Path(tempfile.mkdtemp(prefix="cuda4amd-bench-facts-"))
     env = {**os.environ, "CUDA4AMD_FACTS_CACHE": str(cache_dir)}
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
 
-    reference = run(scan_command(tree, "--jobs", "1", "--no-cache"), env, 1)  # also warms the page cache
+    reference = run(command("--jobs", "1", "--no-cache"), env, 1)  # also warms the page cache
     expected = reference.outputs[0]
     report = json.loads(expected)
-    parallel = run(scan_command(tree, "--no-cache"), env, runs)
-    serial = run(scan_command(tree, "--jobs", "1", "--no-cache"), env, runs)
+    parallel = run(command("--no-cache"), env, runs)
+    serial = run(command("--jobs", "1", "--no-cache"), env, runs)
     # as many workers as the fast runs (lief's default is one process: it holds whole files)
-    lief = run(scan_command(tree, "--no-cache", "--engine", "lief", "--jobs", str(cores)), env, lief_runs)
-    run(scan_command(tree), env, 1)  # fills the facts cache
-    rescan = run(scan_command(tree), env, runs)
-    peak = memory(scan_command(tree, "--no-cache"), env)
-    cold_runs_done, cold_why = cold(scan_command(tree, "--no-cache"), env, cold_runs)
+    lief = run(command("--no-cache", "--engine", "lief", "--jobs", str(cores)), env, lief_runs)
+    run(command(), env, 1)  # fills the facts cache
+    rescan = run(command(), env, runs)
+    peak = memory(command("--no-cache"), env)
+    cold_runs_done, cold_why = cold(command("--no-cache"), env, cold_runs)
 
-    same = all(out == expected for r in (parallel, serial, rescan, cold_runs_done) for out in r.outputs)
-    def without_engine(text: str) -> dict:
+    def comparable(text: str, *fields: str) -> dict:
         document = json.loads(text)
-        document.pop("engine", None)  # the report names the reader it used
+        for name in ("command", *fields):  # the command line as typed differs between the runs by design
+            document.pop(name, None)
         return document
 
-    lief_same = all(without_engine(out) == without_engine(expected) for out in lief.outputs)
+    reference_document = comparable(expected)
+    same = all(comparable(out) == reference_document for r in (parallel, serial, rescan, cold_runs_done)
+               for out in r.outputs)
+    # the report names the reader it used
+    lief_same = all(comparable(out, "engine") == comparable(expected, "engine") for out in lief.outputs)
     warm_goal = GOAL_WARM_16_CORES if cores >= 16 else GOAL_WARM_2_CORES
 
     def met(ok: bool) -> str:
@@ -268,7 +281,8 @@ def main() -> None:
         with tempfile.TemporaryDirectory(prefix="cuda4amd-bench-") as workdir:
             print(f"## {name}: {', '.join(SETS[name])}")
             print()
-            measure(wheel_set_tree(SETS[name], Path(workdir)), args.runs, args.lief_runs, args.cold)
+            # the tree's folders are links to the unpacked wheels, outside it: --follow-links walks them
+            measure(wheel_set_tree(SETS[name], Path(workdir)), args.runs, args.lief_runs, args.cold, follow_links=True)
 
 
 if __name__ == "__main__":

@@ -58,6 +58,13 @@ SKIPPED_FAMILIES = {
     ),
 }
 
+# family id -> the AMD library (a key of cuda4amd.host.sdk.LIBRARIES) ZLUDA's
+# replacement calls, which the host must have: each ZLUDA crate's -sys
+# dependency at vosen/ZLUDA@87531d39 (v6-preview.69): zluda_blas/Cargo.toml:14
+# rocblas-sys, zluda_blaslt/Cargo.toml:14 hipblaslt-sys, zluda_sparse/Cargo.toml:13
+# rocsparse-sys, zluda_dnn/Cargo.toml:12 miopen-sys.
+HOST_LIBRARIES: dict[str, str] = {"blas": "rocblas", "blaslt": "hipblaslt", "sparse": "rocsparse", "dnn": "miopen"}
+
 # family id -> (human name, zluda_libraries, default_route, advice)
 #   zluda_libraries: function-table keys of the zluda/<tag>.toml files that
 #   implement this family when ZLUDA ships a replacement. Which key a given
@@ -498,6 +505,7 @@ def convert_families(data: Path) -> str:
             "evidence": row["evidence"],
             "cuda_versions": row["cuda_versions"],
             "symbol_pattern": SYMBOL_PATTERNS.get(fid),
+            "host_library": HOST_LIBRARIES.get(fid),
             "notes": notes,
         }
         family = {k: v for k, v in family.items() if v is not None}
@@ -516,7 +524,7 @@ def convert_families(data: Path) -> str:
         "notes": [
             SKIPPED_FAMILIES["driver_api_32bit"],
             SKIPPED_FAMILIES["cub_thrust_cucomplex"],
-            "name, zluda_libraries, default_route, advice, symbol_pattern and the [[unknown]] "
+            "name, zluda_libraries, default_route, advice, symbol_pattern, host_library and the [[unknown]] "
             "patterns are editorial (tools/convert_rules.py); every other field is copied from the TSV",
             "windows/linux: the TSV's ';'-separated regexes; parenthetical remarks and labels "
             "moved to notes; '-' means none. Windows patterns match case-insensitively",

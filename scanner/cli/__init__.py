@@ -1,22 +1,48 @@
 """The `cuda4amd` command. Thin: options in, library call, rendered report out.
 
 One module per command family: `scan` (with --fix), `report` (report, diff),
-`fix` (run, undo), `doctor`; `output` is where reports go.
+`fix` (run, undo), `doctor`, `schema`; `output` is where reports go.
 
 Heavy modules (rich, networkx, the readers) are imported inside the commands
 so `cuda4amd --help` starts fast.
 """
 from __future__ import annotations
 
+import sys
+
 import click
 
 from cuda4amd import __version__
+from cuda4amd.cli.output import COMMAND_LINE, EXIT_INTERRUPTED
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+class _Cuda4amd(click.Group):
+    """The group: streams that never fail on a symbol, and Ctrl-C as exit status 130."""
+
+    def make_context(self, info_name, args, parent=None, **extra):
+        ctx = super().make_context(info_name, list(args), parent=parent, **extra)
+        ctx.meta[COMMAND_LINE] = ["cuda4amd", *args]  # for the report's `command`, as the user would type it
+        return ctx
+
+    def invoke(self, ctx: click.Context):
+        from cuda4amd.report.console import install_ascii_fallback
+
+        install_ascii_fallback(sys.stdout, sys.stderr)
+        try:
+            return super().invoke(ctx)
+        except KeyboardInterrupt:
+            click.echo("\ncuda4amd: interrupted", err=True)
+            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+
+
+@click.group(cls=_Cuda4amd, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="cuda4amd")
 def main() -> None:
-    """Will this CUDA software run on an AMD GPU through ZLUDA? Answers before you install anything."""
+    """Will this CUDA software run on an AMD GPU through ZLUDA? Answers before you install anything.
+
+    Shell completion (bash, zsh, fish): see "Shell completion" in the README,
+    e.g. eval "$(_CUDA4AMD_COMPLETE=bash_source cuda4amd)".
+    """
 
 
 def _register_commands() -> None:
@@ -24,8 +50,9 @@ def _register_commands() -> None:
     from cuda4amd.cli.fix import run, undo
     from cuda4amd.cli.report import diff, report
     from cuda4amd.cli.scan import scan
+    from cuda4amd.cli.schema import schema
 
-    for command in (scan, doctor, report, diff, run, undo):
+    for command in (scan, doctor, report, diff, run, undo, schema):
         main.add_command(command)
 
 

@@ -1,7 +1,7 @@
 """`cuda4amd doctor`: what this machine has for ZLUDA (docs/host.md).
 
 Exit status: 0 whatever the machine has (the report is the answer), 2 for
-usage or I/O errors (e.g. an unwritable -o file).
+usage or I/O errors (e.g. an unwritable -o file), 130 on Ctrl-C.
 """
 from __future__ import annotations
 
@@ -9,50 +9,57 @@ import sys
 
 import click
 
+from cuda4amd.cli.output import STDOUT, color_option, output_format, quiet_option, write
+
+DOCTOR_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "console"}
+
 
 @click.command()
-@click.option("--format", "fmt", type=click.Choice(["console", "json"]), default=None,
-              help="Output format (default: json when -o ends in .json, else console).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE.")
+@click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default=None,
+              help="Output format (default: from -o's extension, else console).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the report to FILE (.json, .md or .txt; - for stdout).")
 @click.option("--target", type=click.Path(exists=True), metavar="PATH",
               help="Also look for ZLUDA in this app folder (or next to this file).")
-def doctor(fmt, output, target) -> None:
+@click.option("-v", "--verbose", is_flag=True, help="Console: also what each probe found or why it failed.")
+@quiet_option
+@color_option
+def doctor(fmt, output, target, verbose, quiet, color) -> None:
     """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
     HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
 
     The JSON (--format json) is a host report that `cuda4amd scan --host FILE.json`
     can use to judge an app for this machine. It carries no user, host or home names.
+    --format markdown is the same report to paste into an issue.
     Exit status: 0 (whatever was found), 2 on usage or I/O errors.
     """
     import json
-    import shutil
-    from pathlib import Path
 
     from cuda4amd.host import detect_host, readiness
-    from cuda4amd.host.doctor import doctor_document, render_console
-    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.host.doctor import doctor_document, render_console, render_markdown, show
+    from cuda4amd.report.console import terminal
+    from cuda4amd.rules.loader import RulesError, load_rules
 
-    if fmt is None:
-        fmt = "json" if output and output.lower().endswith(".json") else "console"
+    fmt = output_format(fmt, output, DOCTOR_EXTENSIONS)
     try:
-        report = detect_host(target=target)
-        ready = readiness(report)
+        rules = load_rules()
+        report = detect_host(target=target, rules=rules)
+        ready = readiness(report, rules=rules)
     except RulesError as exc:
-        click.echo(f"cuda4amd: {exc}", err=True)
+        click.echo(f"cuda4amd: {exc.message}", err=True)
         sys.exit(2)
     if fmt == "json":
         text = json.dumps(doctor_document(report, ready), indent=2, ensure_ascii=False) + "\n"
+    elif fmt == "markdown":
+        text = render_markdown(report, ready)
     else:
-        width = max(80, shutil.get_terminal_size((100, 24)).columns)
-        text = render_console(report, ready, color=sys.stdout.isatty() and not output, width=width)
-    if output:
-        try:
-            Path(output).write_text(text if fmt == "json" else render_console(report, ready, width=100),
-                                    encoding="utf-8")
-        except OSError as exc:
-            click.echo(f"cuda4amd: cannot write {output}: {exc.strerror or exc}", err=True)
-            sys.exit(2)
+        text = render_console(report, ready, width=100, verbose=verbose)
+    if output and output != STDOUT:
+        write(output, text)
         click.echo(ready.headline)
-        click.echo(f"report written to {output}")
+        if not quiet:
+            click.echo(f"report written to {output}")
+    elif fmt == "console":
+        show(terminal(color=color), report, ready, quiet=quiet, verbose=verbose)
     else:
         click.echo(text, nl=False)

@@ -5,7 +5,7 @@ import sys
 
 import click
 
-from cuda4amd.fix.commands import EXIT_UNDO_INCOMPLETE, EXIT_USAGE, locate, run_program
+from cuda4amd.fix.commands import EXIT_REFUSED, EXIT_UNDO_INCOMPLETE, EXIT_USAGE, locate, run_program, undo_target
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -35,7 +35,8 @@ def undo(target, force) -> None:
     Exit status: 0 done (or nothing to undo), 6 something could not be
     restored (the journal is kept; the reasons are printed), 2 usage error.
     """
-    from cuda4amd.fix.journal import FixDirError, undo_target
+    from cuda4amd.fix.journal import FixDirError
+    from cuda4amd.fix.lock import LockError
 
     path = locate(target)
     root = path.parent if path.is_file() else path
@@ -44,6 +45,9 @@ def undo(target, force) -> None:
     except FixDirError as exc:
         click.echo(f"cuda4amd: {exc}", err=True)
         sys.exit(EXIT_USAGE)
+    except LockError as exc:
+        click.echo(f"cuda4amd: undo refused: {exc}", err=True)
+        sys.exit(EXIT_REFUSED)
     if not outcome.found:
         click.echo(f"nothing to undo: no cuda4amd fix in {root}")
         sys.exit(0)

@@ -1,36 +1,74 @@
-"""Where a report goes: a file, stdout, a graph file; shared by `scan` and `report`.
+"""Where a report goes: a file, stdout (`-`), a graph file; the options every command shares.
 
 Only click and the standard library at import time, so the CLI starts fast.
 """
 from __future__ import annotations
 
-import shutil
 import sys
 from pathlib import Path
-from typing import Callable
+from typing import Callable, NoReturn
 
 import click
+
+from cuda4amd.report import GRAPH_FORMATS
 
 # Exit statuses, documented in docs/exit-status.md.
 EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
 EXIT_USAGE = 2
-GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}  # as report.graph_export.FORMATS
+EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+STDOUT = "-"
+COMMAND_LINE = "cuda4amd.command_line"  # click Context.meta key: the arguments as typed
 
 
-def fail(message: str) -> None:
+def command_line() -> str | None:
+    """The command line as typed (shell-quoted), for the report; None outside the `cuda4amd` group."""
+    import shlex
+
+    ctx = click.get_current_context(silent=True)
+    words = ctx.meta.get(COMMAND_LINE) if ctx is not None else None
+    return shlex.join(str(w) for w in words) if words else None
+
+
+def fail(message: str) -> NoReturn:
     click.echo(f"cuda4amd: {message}", err=True)
     sys.exit(EXIT_USAGE)
 
 
-def output_format(fmt: str | None, output: str | None) -> str:
-    """--format, else the format -o's extension names, else console."""
-    from cuda4amd.report import format_for_path
+def rules_error_text(exc) -> str:
+    """A RulesError for the user: a file of the shipped rules is named inside the package
+    (``cuda4amd rules: zluda/v6.toml``), never by where the package is installed."""
+    from importlib.resources import files
 
-    if fmt is None and output:
-        fmt = format_for_path(output)
+    shipped = Path(str(files("cuda4amd.ruledata")))
+    try:
+        inside = Path(exc.path).resolve().relative_to(shipped.resolve())
+    except ValueError:
+        return str(exc)
+    where = "cuda4amd's rules" + (f" ({inside.as_posix()})" if str(inside) != "." else "")
+    return f"{where}: {exc.message}"
+
+
+def color_option(function):
+    return click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
+                        help="Colour on the console: auto follows the terminal, NO_COLOR and FORCE_COLOR.")(function)
+
+
+def quiet_option(function):
+    return click.option("-q", "--quiet", is_flag=True, help="Print the verdict line only.")(function)
+
+
+def output_format(fmt: str | None, output: str | None, extensions: dict[str, str] | None = None,
+                  default: str = "console") -> str:
+    """--format, else the format -o's extension names, else `default`; an unknown extension is a usage error."""
+    from cuda4amd.report import EXTENSIONS
+
+    known_extensions = EXTENSIONS if extensions is None else extensions
+    if fmt is None and output and output != STDOUT:
+        fmt = known_extensions.get(Path(output).suffix.lower())
         if fmt is None:
-            raise click.UsageError(f"cannot tell the format from {output!r}: use .json, .toml, .md or .txt, or --format")
-    return fmt or "console"
+            known = ", ".join(sorted(known_extensions))
+            raise click.UsageError(f"cannot tell the format from {output!r}: use {known} (or - for stdout), or --format")
+    return fmt or default
 
 
 def graph_format_option(graph_file: str | None) -> str | None:
@@ -44,6 +82,10 @@ def graph_format_option(graph_file: str | None) -> str | None:
 
 
 def write(path: str, content: str) -> None:
+    """Write `content` to the file `path`, or to stdout when `path` is `-`."""
+    if path == STDOUT:
+        click.echo(content, nl=False)
+        return
     try:
         Path(path).write_text(content, encoding="utf-8")
     except OSError as exc:
@@ -59,26 +101,33 @@ def emit(
     graph_file: str | None,
     make_graph: Callable[[], object] | None,
     verbose: bool,
+    quiet: bool = False,
+    color: str = "auto",
 ) -> None:
     """Write the report: `shared` (redacted unless asked not to) to files and
-    machine formats on stdout, `document` to the user's own terminal."""
-    from cuda4amd.report import render
+    machine formats on stdout, `document` to the user's own terminal.
 
-    if output:
+    With -o FILE the terminal gets the verdict and the counts only (-q: the
+    verdict line); with -o - or a --format other than console, stdout gets
+    the report and nothing else.
+    """
+    from cuda4amd.report import render
+    from cuda4amd.report.console import show, terminal
+
+    to_stdout = output == STDOUT or (not output and fmt != "console")
+    if output and output != STDOUT:
         write(output, render(fmt, shared, verbose=verbose))
-    if graph_file and make_graph is not None:
+    graph_format = graph_format_option(graph_file)
+    if graph_file and graph_format and make_graph is not None:
         from cuda4amd.report import graph_export
 
-        write(graph_file, graph_export.dumps(make_graph(), graph_format_option(graph_file)))
-    if not output and fmt != "console":
+        write(graph_file, graph_export.dumps(make_graph(), graph_format))
+    if to_stdout and fmt != "console":
         click.echo(render(fmt, shared), nl=False)
     else:
-        click.echo(render("console", document, verbose=verbose, color=sys.stdout.isatty(), width=terminal_width()), nl=False)
-        if output:
+        console = terminal(color=color)
+        show(console, document, verbose=verbose, quiet=quiet, summary_only=bool(output) and output != STDOUT)
+        if output and output != STDOUT and not quiet:
             click.echo(f"report written to {output}")
-    if graph_file:
-        click.echo(f"graph written to {graph_file}", err=not output and fmt != "console")
-
-
-def terminal_width() -> int:
-    return max(80, shutil.get_terminal_size((120, 24)).columns)
+    if graph_file and graph_file != STDOUT and not quiet:
+        click.echo(f"graph written to {graph_file}", err=to_stdout and fmt != "console")

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from cuda4amd.scan.pipeline import Progress as ScanProgress
 
@@ -17,7 +17,7 @@ class TerminalProgress(ScanProgress):
             console=Console(stderr=True),
             transient=True,
         )
-        self._task = None
+        self._task: TaskID | None = None
 
     def __enter__(self) -> "TerminalProgress":
         self._bar.__enter__()
@@ -36,3 +36,44 @@ class TerminalProgress(ScanProgress):
     def advance(self) -> None:
         if self._task is not None:
             self._bar.advance(self._task)
+
+
+class DownloadBar:
+    """rich.progress for a ZLUDA download (`progress(done, total)` callbacks of fix.release.download),
+    on stderr; used as a context manager so the bar is closed however the fix ends."""
+
+    def __init__(self) -> None:
+        from rich.progress import DownloadColumn, TimeRemainingColumn, TransferSpeedColumn
+
+        self._bar = Progress(
+            TextColumn("  downloading"),
+            BarColumn(),
+            DownloadColumn(),
+            TransferSpeedColumn(),
+            TimeRemainingColumn(),
+            console=Console(stderr=True),
+            transient=False,
+        )
+        self._task: TaskID | None = None
+
+    def __enter__(self) -> "DownloadBar":
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._bar.stop()
+
+    def __call__(self, done: int, total: int | None) -> None:
+        if self._task is None:
+            self._bar.start()
+            self._task = self._bar.add_task("download", total=total)
+        self._bar.update(self._task, completed=done, total=total)
+        if total is not None and done >= total:
+            self._bar.stop()
+
+
+def download_bar():
+    """A DownloadBar when stderr is a terminal, else a context that gives None (no bar)."""
+    import sys
+    from contextlib import nullcontext
+
+    return DownloadBar() if sys.stderr.isatty() else nullcontext(None)

@@ -1,4 +1,4 @@
-"""`cuda4amd report` (render a saved JSON report again) and `cuda4amd diff` (compare two).
+"""`cuda4amd report` (render a saved JSON or TOML report again) and `cuda4amd diff` (compare two).
 
 Only click is imported at module level; everything else inside the commands,
 so `cuda4amd --help` stays fast.
@@ -6,33 +6,50 @@ so `cuda4amd --help` stays fast.
 from __future__ import annotations
 
 import sys
-from pathlib import Path
 
 import click
 
-from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format, write
+from cuda4amd.cli.output import (
+    EXIT_FOR_VERDICT,
+    STDOUT,
+    color_option,
+    emit,
+    fail,
+    graph_format_option,
+    output_format,
+    quiet_option,
+    write,
+)
+from cuda4amd.report import FORMATS
+
+DIFF_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "text"}
+EXIT_DIFFERENT = 1  # diff --exit-code: the verdicts changed, as `git diff --exit-code` says "differences"
 
 
 def _load(path: str) -> dict:
     from cuda4amd.report.diff import ReportFileError, load_report
 
     try:
-        return load_report(path)
+        document = load_report(path)
     except ReportFileError as exc:
         fail(str(exc))
+    return document
 
 
 @click.command("report")
-@click.argument("saved", metavar="SCAN.json", type=click.Path(dir_okay=False))
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]),
+@click.argument("saved", metavar="SCAN.json|SCAN.toml|-", type=click.Path(dir_okay=False, allow_dash=True))
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
               help="Output format (default: from -o's extension, else console).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the report to FILE (.json, .toml, .md or .txt).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout).")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False), metavar="FILE",
               help="Also write the dependency graph (.graphml, .dot or .json).")
 @click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names in file reports.")
 @click.option("-v", "--verbose", is_flag=True, help="Console: show each binary's CUDA dependencies.")
-def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
-    """Render SCAN.json (a saved `cuda4amd scan --format json` report) again, without re-scanning.
+@quiet_option
+@color_option
+def report(saved, fmt, output, graph_file, no_redact, verbose, quiet, color) -> None:
+    """Render a saved report (`cuda4amd scan -o scan.json` or `.toml`; `-` reads stdin) again, without re-scanning.
 
     Exit status as for scan: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
     """
@@ -51,40 +68,62 @@ def report(saved, fmt, output, graph_file, no_redact, verbose) -> None:
 
         return graph_export.from_document(shared)
 
-    emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose)
-    sys.exit(EXIT_FOR_VERDICT.get(document.get("verdict"), 0))
+    emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose,
+         quiet=quiet, color=color)
+    sys.exit(EXIT_FOR_VERDICT.get(str(document.get("verdict")), 0))
 
 
 @click.command("diff")
-@click.argument("before", metavar="BEFORE.json", type=click.Path(dir_okay=False))
-@click.argument("after", metavar="AFTER.json", type=click.Path(dir_okay=False))
+@click.argument("before", metavar="BEFORE", type=click.Path(dir_okay=False, allow_dash=True))
+@click.argument("after", metavar="AFTER", type=click.Path(dir_okay=False, allow_dash=True))
 @click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]),
               help="Output format (default: from -o's extension, else text).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the differences to FILE (.txt, .md or .json).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
+              help="Write the differences to FILE (.txt, .md or .json; - for stdout).")
 @click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names.")
-def diff(before, after, fmt, output, no_redact) -> None:
-    """What changed between two saved JSON reports: verdicts, routes, dependencies.
+@click.option("-v", "--verbose", is_flag=True, help="List every function name that changed state (default: the first 10 of each list).")
+@click.option("--exit-code", is_flag=True, help="Exit with 1 when a verdict changed (the overall one, a package's or a binary's), else 0.")
+@quiet_option
+def diff(before, after, fmt, output, no_redact, verbose, exit_code, quiet) -> None:
+    """What changed between two saved reports (JSON or TOML; one may be `-`, stdin): verdicts, routes, dependencies.
 
     For example before and after installing ZLUDA, or between two versions of
-    an application. Exit status 0 (the differences are the answer), 2 on usage
-    or input errors.
+    an application. Exit status 0 (the differences are the answer; with
+    --exit-code, 1 when a verdict changed), 2 on usage or input errors.
     """
-    from cuda4amd.report.diff import RENDERERS, compare
+    from cuda4amd.report.diff import RENDERERS, compare, verdicts_changed
 
-    if fmt is None and output:
-        fmt = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "text"}.get(Path(output).suffix.lower())
-        if fmt is None:
-            raise click.UsageError(f"cannot tell the format from {output!r}: use .txt, .md or .json, or --format")
-    fmt = fmt or "text"
+    fmt = output_format(fmt, output, DIFF_EXTENSIONS, default="text")
+    if before == STDOUT and after == STDOUT:
+        raise click.UsageError("only one of BEFORE and AFTER can be - (stdin)")
     first, second = _load(before), _load(after)
     if not no_redact:
         from cuda4amd.report.redact import Redactor
 
         redactor = Redactor()
         first, second = redactor.document(first), redactor.document(second)
-    text = RENDERERS[fmt](compare(first, second))
-    if output:
-        write(output, text)
-        click.echo(f"written to {output}")
+    differences = compare(first, second)
+    names = {"names": 1_000_000} if verbose else {}
+
+    def shown(name: str) -> str:
+        return RENDERERS[name](differences, **names) if name != "json" else RENDERERS[name](differences)
+    if quiet and fmt == "text" and (not output or output == STDOUT):
+        text = RENDERERS["text"](differences).splitlines()
+        click.echo(text[-1] if not differences["changed"] else differences_line(differences))
+    elif output and output != STDOUT:
+        write(output, shown(fmt))
+        if not quiet:
+            click.echo(f"written to {output}")
     else:
-        click.echo(text, nl=False)
+        click.echo(shown(fmt), nl=False)
+    if exit_code and verdicts_changed(differences):
+        sys.exit(EXIT_DIFFERENT)
+
+
+def differences_line(differences: dict) -> str:
+    """diff -q: one line, the overall verdict and how many binaries changed."""
+    b, a = differences["before"], differences["after"]
+    changed = sum(1 for entry in differences["binaries"]["changed"] if entry.get("verdict"))
+    moved = len(differences["binaries"]["added"]) + len(differences["binaries"]["removed"])
+    return (f"verdict: {b['verdict']} → {a['verdict']}; {changed} binaries changed verdict, "
+            f"{moved} added or removed")

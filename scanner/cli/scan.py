@@ -6,23 +6,69 @@ from pathlib import Path
 
 import click
 
-from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_option, output_format
+from cuda4amd.cli.output import (
+    EXIT_FOR_VERDICT,
+    color_option,
+    command_line,
+    emit,
+    fail,
+    graph_format_option,
+    output_format,
+    quiet_option,
+    rules_error_text,
+)
+from cuda4amd.report import FORMATS
+
+HOST_FILE_HINT = ("--host FILE takes a host report, the JSON of `cuda4amd doctor --format json` (recorded ones: "
+                  "fixtures/zluda/hosts/ and tests/goldens/hosts/ in the source tree); raw probe output such as "
+                  "rocminfo or hipInfo text (fixtures/host/) is not a host report")
+
+
+def shipped_release_tags() -> list[str]:
+    """The ZLUDA release tags the shipped rules have: the names in rules/zluda/ (a folder listing, nothing parsed)."""
+    import os
+
+    import cuda4amd.ruledata  # the rules folder as a package: an empty __init__
+
+    # rules.loader's ZLUDA_DIR and RELEASES_FILE, spelled out, and os.listdir rather than importlib.resources:
+    # the loader costs ~20 ms and importlib.resources ~10 ms of `scan --help`;
+    # tests/test_cli_output.py checks that these tags are the loader's
+    folder = os.path.join(next(iter(cuda4amd.ruledata.__path__)), "zluda")
+    return sorted(name[: -len(".toml")] for name in os.listdir(folder) if name.endswith(".toml") and name != "releases.toml")
+
+
+class ReleaseOption(click.Option):
+    """--zluda-release: its help lists the shipped tags, read when the help is shown (not at start-up);
+    not a click.Choice, because a --rules folder may add releases (the rules loader checks the tag)."""
+
+    def get_help_record(self, ctx):
+        self.help = ("Judge against this ZLUDA release's function tables (default: the rules' default); "
+                     f"shipped: {', '.join(shipped_release_tags())}.")
+        return super().get_help_record(ctx)
+
+    def shell_complete(self, ctx, incomplete):
+        from click.shell_completion import CompletionItem
+
+        return [CompletionItem(tag) for tag in shipped_release_tags() if tag.startswith(incomplete)]
 
 
 @click.command()
 @click.argument("target")
-@click.option("--format", "fmt", type=click.Choice(["console", "json", "toml", "markdown"]), help="Output format (default: from -o's extension, else console).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True), help="Write the report to FILE (.json, .toml, .md or .txt).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Output format (default: from -o's extension, else console).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout); the terminal gets the verdict and counts.")
 @click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE", help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
 @click.option("--no-redact", is_flag=True, help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout (redacted by default).")
-@click.option("--zluda-release", metavar="TAG", help="Judge against this ZLUDA release's function tables (default: the rules' default).")
+@click.option("--zluda-release", cls=ReleaseOption, metavar="TAG")
 @click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
+@click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET (reported and skipped by default).")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
 @click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this process).")
 @click.option("--no-cache", is_flag=True, help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
+@quiet_option
+@color_option
 @click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
 @click.option("--dry-run", is_flag=True, help="With --fix: show the plan only.")
 @click.option("-y", "--yes", is_flag=True, help="With --fix: do not ask before applying the plan.")
@@ -30,8 +76,8 @@ from cuda4amd.cli.output import EXIT_FOR_VERDICT, emit, fail, graph_format_optio
 @click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
 @click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, host, jobs, no_cache, verbose,
-         fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
+def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, follow_links, host,
+         jobs, no_cache, verbose, quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
@@ -54,16 +100,24 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         search_paths=tuple(Path(p) for p in search_paths),
         rule_dirs=tuple(Path(p) for p in rule_dirs),
         host=host,
+        follow_links=follow_links,
         jobs=jobs,
         cache=not no_cache,
     )
     try:
         with _progress() as progress:
             result = run_scan(options, progress)
-    except (TargetError, RulesError, HostReportError) as exc:
+    except RulesError as exc:
+        fail(rules_error_text(exc))
+    except HostReportError as exc:
+        fail(f"{exc}\n  {HOST_FILE_HINT}")
+    except TargetError as exc:
         fail(str(exc))
 
     document = build(result)
+    typed = command_line()
+    if typed:
+        document["command"] = typed  # redacted with the rest below
     redactor = None
     if not no_redact and (output or graph_file or fmt != "console"):
         from cuda4amd.report.redact import Redactor
@@ -77,28 +131,31 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         graph = graph_export.attributed(result.graph, document)
         return graph_export.redacted(graph, redactor) if redactor else graph
 
-    emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose)
+    emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose,
+         quiet=quiet, color=color)
     if not fix:
         sys.exit(EXIT_FOR_VERDICT[result.verdict])
 
-    from cuda4amd.fix.commands import download_progress, fix_target
+    from cuda4amd.cli.progress import download_bar
+    from cuda4amd.fix.commands import fix_target
 
-    outcome = fix_target(
-        result,
-        mode=mode,
-        zluda_release=zluda_release,
-        zluda_path=zluda_path,
-        sha256=sha256,
-        dry_run=dry_run,
-        assume_yes=yes,
-        host=None,
-        echo=click.echo,
-        confirm=None,
-        rules=None,
-        launcher_dir=launcher_dir,
-        rescan=None,
-        progress=download_progress(),
-    )
+    with download_bar() as progress:
+        outcome = fix_target(
+            result,
+            mode=mode,
+            zluda_release=zluda_release,
+            zluda_path=zluda_path,
+            sha256=sha256,
+            dry_run=dry_run,
+            assume_yes=yes,
+            host=None,
+            echo=click.echo,
+            confirm=None,
+            rules=result.rules,
+            launcher_dir=launcher_dir,
+            rescan=None,
+            progress=progress,
+        )
     sys.exit(outcome.exit_code)
 
 

@@ -19,6 +19,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import lzma
 import os
 import posixpath
 import re
@@ -42,6 +43,13 @@ MAX_TOTAL_BYTES = 4 << 30  # unpacked size limit (the real v6 archive unpacks to
 MAX_MEMBERS = 20000
 MANIFEST = "cuda4amd-store.json"
 _DRIVE = re.compile(r"^[A-Za-z]:")
+
+
+#: What reading a damaged archive raises, while listing it or reading a member: a bad CRC
+#: (BadZipFile), a corrupt or cut-off stream (zlib.error, LZMAError, EOFError, tarfile.ReadError),
+#: an unknown method (NotImplementedError). Anything else is a bug, not bad input.
+_READ_ERRORS = (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, lzma.LZMAError, OSError, RuntimeError,
+                ValueError, NotImplementedError)
 
 
 class ArchiveError(ReleaseError):
@@ -180,7 +188,7 @@ def _walk(path: Path, release, platform: str) -> Iterator[_Member]:
                 yield from _tar_members(archive, what, table_links)
     except ArchiveError:
         raise
-    except (zipfile.BadZipFile, tarfile.TarError, EOFError, zlib.error, OSError, RuntimeError, ValueError) as exc:
+    except _READ_ERRORS as exc:
         raise ArchiveError(f"{what}: damaged or unreadable archive ({exc})") from None
 
 
@@ -189,6 +197,7 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
     links: dict[str, str] = {}
     executable: set[str] = set()
     seen: set[str] = set()
+    folders: set[str] = set()  # every folder a member is in or is, as keys
     total = count = 0
     for m in members:
         count += 1
@@ -197,7 +206,14 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
         if not m.rel:
             continue  # the top folder itself
         key = m.rel.casefold() if platform == "windows" else m.rel
-        if m.kind != "dir":
+        parents = ["/".join(key.split("/")[:i]) for i in range(1, key.count("/") + 1)]
+        clash = next((p for p in parents if p in seen), None)
+        if clash is not None or (m.kind != "dir" and key in folders) or (m.kind == "dir" and key in seen):
+            raise ArchiveError(f"{what}: {m.rel!r} is both a file and a folder in the archive: refused")
+        folders.update(parents)
+        if m.kind == "dir":
+            folders.add(key)
+        else:
             if key in seen:
                 raise ArchiveError(f"{what}: {m.rel!r} appears twice")
             seen.add(key)
@@ -209,16 +225,21 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
         if target is not None:
             target.parent.mkdir(parents=True, exist_ok=True)
         if m.kind == "link":
+            if m.link is None:
+                raise ArchiveError(f"{m.rel}: a link without a target")
             links[m.rel] = m.link
             if target is not None:
                 os.symlink(m.link, target)
             continue
         h = hashlib.sha256()
-        out = open(target, "wb") if target is not None else None
+        out = open(target, "xb") if target is not None else None  # a fresh staging folder: never overwrites
         try:
-            with m.open() as stream:  # type: ignore[operator]
+            with _opened(m, what) as stream:
                 while True:
-                    block = stream.read(1 << 20)
+                    try:
+                        block = stream.read(1 << 20)
+                    except _READ_ERRORS as exc:  # raised here, in the reader's loop, not in _walk
+                        raise _damaged(what, m, exc) from None
                     if not block:
                         break
                     total += len(block)
@@ -236,6 +257,20 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
         if m.executable:
             executable.add(m.rel)
     return files, links, executable
+
+
+def _damaged(what: str, m: _Member, exc: BaseException) -> ArchiveError:
+    return ArchiveError(f"{what}: member {m.rel!r} is damaged ({exc or type(exc).__name__}): refused")
+
+
+def _opened(m: _Member, what: str):
+    try:
+        stream = m.open()  # type: ignore[operator]
+    except _READ_ERRORS as exc:
+        raise _damaged(what, m, exc) from None
+    if stream is None:
+        raise ArchiveError(f"{what}: member {m.rel!r} cannot be read: refused")
+    return stream
 
 
 def _check_contents(what: str, files: dict[str, str], links: dict[str, str], release, platform: str,

@@ -7,44 +7,46 @@ from __future__ import annotations
 
 import os
 import subprocess
-import sys
 from pathlib import Path
 
 import click
 
-__all__ = ["fix_target", "run_program", "find_fixed_root", "download_progress", "locate"]
+__all__ = ["fix_target", "undo_target", "run_program", "find_fixed_root", "locate"]
 
 EXIT_USAGE = 2
+EXIT_REFUSED = 5
 EXIT_UNDO_INCOMPLETE = 6
 
 
-def fix_target(*args, **kwargs):
-    """See cuda4amd.fix.apply.fix_target."""
+def fix_target(result, **kwargs):
+    """See cuda4amd.fix.apply.fix_target; holds the target's lock (cuda4amd.fix.lock) throughout."""
+    from cuda4amd.fix.apply import FixOutcome
     from cuda4amd.fix.apply import fix_target as impl
+    from cuda4amd.fix.lock import LockError, target_lock
+    from cuda4amd.fix.plan import PlanError, target_root
+    from cuda4amd.report.escape import visible_lines
 
-    return impl(*args, **kwargs)
+    say = kwargs.get("echo") or print
+    kwargs["echo"] = lambda text: say(visible_lines(text))  # the plan names files of the tree: no escapes pass
+    try:
+        root = target_root(result.target)
+    except PlanError:
+        return impl(result, **kwargs)  # refused there, with its message
+    try:
+        with target_lock(root, "scan --fix"):
+            return impl(result, **kwargs)
+    except LockError as exc:
+        kwargs["echo"](f"cuda4amd: fix refused: {exc}")
+        return FixOutcome("refused", str(exc))
 
 
-def download_progress():
-    """A download progress callback drawing a bar on stderr when it is a terminal (else None)."""
-    if not sys.stderr.isatty():
-        return None
-    state = {"last": -1}
+def undo_target(root: Path, *, force: bool = False):
+    """cuda4amd.fix.journal.undo_target under the target's lock (raises LockError when another holds it)."""
+    from cuda4amd.fix.journal import undo_target as impl
+    from cuda4amd.fix.lock import target_lock
 
-    def show(done: int, total: int | None) -> None:
-        if total:
-            pct = int(done * 100 / total)
-            if pct == state["last"]:
-                return
-            state["last"] = pct
-            bar = "#" * (pct // 4)
-            text = f"\r  [{bar:<25}] {pct:3d}%  {done / 1048576:6.1f} / {total / 1048576:.1f} MiB"
-        else:
-            text = f"\r  {done / 1048576:6.1f} MiB"
-        sys.stderr.write(text + ("\n" if total and done >= total else ""))
-        sys.stderr.flush()
-
-    return show
+    with target_lock(root, "undo"):
+        return impl(root, force=force)
 
 
 def locate(text: str) -> Path:
@@ -77,7 +79,7 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
     """Run `program` with the environment of the fix (through zluda.exe on
     Windows in launcher mode) and return its exit status."""
     from cuda4amd.fix.journal import FixDirError, load_journal
-    from cuda4amd.fix.plan import expand_parts
+    from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME, expand_parts
 
     args = list(args)
     if args and args[0] == "--":
@@ -87,13 +89,17 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
         root = locate(target)
         root = root.parent if root.is_file() else root
     else:
-        root = find_fixed_root(path)
-        if root is None:
-            raise click.UsageError(f"no cuda4amd fix found for {program} (no .cuda4amd/journal.json in its folder "
+        found = find_fixed_root(path)
+        if found is None:
+            raise click.UsageError(f"no cuda4amd fix found for {program} (no {FIX_DIR}/{JOURNAL_NAME} in its folder "
                                    f"or above): run `cuda4amd scan FOLDER --fix` first, or pass --target")
-    try:
-        journal = load_journal(root)
-    except FixDirError as exc:
+        root = found
+    from cuda4amd.fix.lock import LockError, target_lock
+
+    try:  # held while the journal is read: a fix or undo running now cannot hand over half a journal
+        with target_lock(root, "run"):
+            journal = load_journal(root)
+    except (FixDirError, LockError) as exc:
         raise click.UsageError(str(exc)) from None
     if journal is None or not journal.complete:
         raise click.UsageError(f"{root}: the fix is not complete (journal state "

@@ -24,6 +24,14 @@ created it. Re-running ``apply_plan`` on an unfinished journal completes it.
 
 All writes go through a ``FileOps`` object, so tests can make any single
 operation fail (an exception, a full disk, a read-only or locked file).
+
+Trust (docs/security.md): a journal is only loaded when its MAC verifies
+under this user's key (cuda4amd.fix.state), its recorded root is the folder
+it was found in and every path in it stays inside the target, its
+``.cuda4amd`` or the plan's launcher folder; anything else is refused, never
+resumed or undone. Each write checks, right before it, that the real path of
+the destination's folder is still inside those folders, and creates files
+without following a final link (``O_EXCL``, ``O_NOFOLLOW``).
 """
 from __future__ import annotations
 
@@ -38,16 +46,21 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Callable
 
-from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME, Plan
+from cuda4amd.fix.plan import BACKUP_DIR, FIX_DIR, JOURNAL_NAME, REPORT_PATH, Plan
 from cuda4amd.fix.release import sha256_file
+from cuda4amd.fix.state import StateError, journal_mac, mac_matches, state_dir
 
 __all__ = ["JOURNAL_SCHEMA", "FileOps", "Journal", "ApplyError", "UndoError", "UndoOutcome", "apply_plan",
-           "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError"]
+           "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError",
+           "OutsideError", "allowed_roots"]
 
 JOURNAL_SCHEMA = "cuda4amd.fix-journal/1"
-BACKUP_DIR = f"{FIX_DIR}/backup"
 TMP_SUFFIX = ".cuda4amd-tmp"
-REPORT_PATH = f"{FIX_DIR}/after-report.json"  # added after applying, not part of the plan
+MAX_JOURNAL_BYTES = 64 << 20  # a real journal is a few hundred KiB; more is not ours
+ACTION_KINDS = ("mkdir", "copy", "write", "link")
+ACTION_STATES = ("pending", "started", "done", "undone")
+_NOFOLLOW = getattr(os, "O_NOFOLLOW", 0)
+_BINARY = getattr(os, "O_BINARY", 0)
 
 
 class ApplyError(Exception):
@@ -64,7 +77,11 @@ class UndoError(Exception):
 
 
 class FixDirError(Exception):
-    """``.cuda4amd`` exists but is not a cuda4amd fix folder (or its journal is unreadable)."""
+    """``.cuda4amd`` exists but is not a cuda4amd fix folder (or its journal is unreadable or not ours)."""
+
+
+class OutsideError(OSError):
+    """A write would land outside the target, its .cuda4amd and the launchers' folder (a link redirects it)."""
 
 
 # ---------------------------------------------------------------------------
@@ -75,50 +92,79 @@ class FileOps:
     """The only way apply/undo change the disk. `step(op, path)` is called
     before each operation: a test double overrides it to fail there."""
 
+    #: real paths of the folders writes may land in; empty: not confined (a bare FileOps in a test)
+    allowed: tuple[str, ...] = ()
+
+    def confine(self, folders: list[Path]) -> None:
+        """From now on every change must land inside `folders` (after resolving links)."""
+        self.allowed = tuple(os.path.normcase(os.path.realpath(f)) for f in folders)
+
     def step(self, op: str, path: Path) -> None:
         pass
 
+    def inside(self, path: Path) -> None:
+        """Raise OutsideError unless the real path of `path`'s folder is inside the allowed folders;
+        checked right before each change, so a link swapped in after planning is caught too."""
+        if not self.allowed:
+            return
+        folder = os.path.normcase(os.path.realpath(Path(path).parent))
+        if not any(folder == a or folder.startswith(a.rstrip(os.sep) + os.sep) for a in self.allowed):
+            raise OutsideError(errno.EXDEV, f"{path} resolves to {folder}, outside the target "
+                                            f"(a link points out of it); nothing is written there", str(path))
+
     def mkdir(self, path: Path) -> None:
         self.step("mkdir", path)
+        self.inside(path)
         os.mkdir(path)
 
     def rmdir(self, path: Path) -> None:
         self.step("rmdir", path)
+        self.inside(path)
         os.rmdir(path)
 
     def remove(self, path: Path) -> None:
         self.step("remove", path)
-        os.unlink(path)
+        self.inside(path)
+        os.unlink(path)  # removes a link itself, never what it points to
 
     def replace(self, src: Path, dst: Path) -> None:
         self.step("replace", dst)
-        os.replace(src, dst)
+        self.inside(src)
+        self.inside(dst)
+        os.replace(src, dst)  # replaces a final link itself
 
     def symlink(self, target: str, path: Path) -> None:
         self.step("symlink", path)
+        self.inside(path)
         os.symlink(target, path)
 
     def chmod(self, path: Path, mode: int) -> None:
         self.step("chmod", path)
+        self.inside(path)
+        if _is_link(os.lstat(path)):  # os.chmod follows links (and cannot not, on Linux)
+            raise OutsideError(errno.ELOOP, f"{path} became a link; not changed", str(path))
         os.chmod(path, mode)
 
     def copystat(self, src: Path, dst: Path) -> None:
         self.step("copystat", dst)
+        self.inside(dst)
         shutil.copystat(src, dst, follow_symlinks=False)
 
     def write(self, path: Path, data: bytes) -> None:
         """Create `path` (it must not exist) with `data`, synced to disk."""
         self.step("write", path)
+        self.inside(path)
         self._write(path, data)
 
     def copy(self, src: Path, dst: Path) -> str:
         """Create `dst` (it must not exist) with the bytes of `src`, synced; returns their sha256."""
         self.step("copy", dst)
+        self.inside(dst)
         return self._copy(src, dst)
 
     @staticmethod
     def _write(path: Path, data: bytes) -> None:
-        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o644)
         with os.fdopen(fd, "wb") as out:
             out.write(data)
             out.flush()
@@ -127,7 +173,7 @@ class FileOps:
     @staticmethod
     def _copy(src: Path, dst: Path) -> str:
         h = hashlib.sha256()
-        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_BINARY", 0), 0o644)
+        fd = os.open(dst, os.O_WRONLY | os.O_CREAT | os.O_EXCL | _NOFOLLOW | _BINARY, 0o644)
         with open(src, "rb") as inp, os.fdopen(fd, "wb") as out:
             for block in iter(lambda: inp.read(1 << 20), b""):
                 h.update(block)
@@ -157,6 +203,12 @@ class FileOps:
         self.write(tmp, data)
         self.replace(tmp, path)
         self.sync_dir(path.parent)
+
+
+def _is_link(st: os.stat_result) -> bool:
+    """A symbolic link, or on Windows any reparse point (a junction too)."""
+    return stat.S_ISLNK(st.st_mode) or bool(getattr(st, "st_file_attributes", 0)
+                                             & getattr(stat, "FILE_ATTRIBUTE_REPARSE_POINT", 0))
 
 
 # ---------------------------------------------------------------------------
@@ -244,13 +296,17 @@ class Journal:
         if content == self.on_disk:
             return
         self.data["updated"] = time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime())
+        try:
+            self.data["mac"] = journal_mac(self.data)  # binds it to this user's key: see load_journal
+        except StateError as exc:
+            raise OSError(errno.EACCES, str(exc)) from None
         # compact: the C encoder, and the journal is rewritten around every change
         text = json.dumps(self.data, ensure_ascii=False, separators=(",", ":"))
         ops.atomic_write(self.path, (text.replace(',{"kind":', ',\n{"kind":') + "\n").encode("utf-8"))
         self.on_disk = content
 
     def _content(self) -> str:
-        return json.dumps({k: v for k, v in self.data.items() if k != "updated"}, sort_keys=True)
+        return json.dumps({k: v for k, v in self.data.items() if k not in ("updated", "mac")}, sort_keys=True)
 
     def abs(self, path: str) -> Path:
         return Path(path) if os.path.isabs(path) else self.root.joinpath(*path.split("/"))
@@ -258,25 +314,132 @@ class Journal:
 
 def load_journal(root: Path) -> Journal | None:
     """The journal of a fix of `root`, or None. Raises FixDirError when
-    ``.cuda4amd`` holds something else, or the journal cannot be read."""
-    fix_dir = Path(root) / FIX_DIR
+    ``.cuda4amd`` holds something else, is a link, or its journal cannot be
+    read, was not written by this tool for this user (its MAC), was written
+    for another folder, or names a path outside the target."""
+    root = Path(root)
+    fix_dir = root / FIX_DIR
     path = fix_dir / JOURNAL_NAME
-    if not path.is_file():
+    try:
+        fix_st: os.stat_result | None = os.lstat(fix_dir)
+    except OSError:
+        fix_st = None
+    if fix_st is not None and _is_link(fix_st):
+        raise FixDirError(f"{fix_dir} is a link (to {_readlink(fix_dir)}): cuda4amd writes only into a real "
+                          f"folder of the target; move it away first")
+    if not os.path.lexists(path):
         if fix_dir.is_dir() and not _only_our_leftovers(fix_dir):
             raise FixDirError(f"{fix_dir} exists and holds no cuda4amd journal: move it away first")
-        if os.path.lexists(fix_dir) and not fix_dir.is_dir():
+        if fix_st is not None and not stat.S_ISDIR(fix_st.st_mode):
             raise FixDirError(f"{fix_dir} exists and is not a folder: move it away first")
         return None
     try:
-        data = json.loads(path.read_text(encoding="utf-8"))
+        data = json.loads(_read_regular(path, MAX_JOURNAL_BYTES).decode("utf-8", "surrogateescape"))
     except (OSError, ValueError) as exc:
         raise FixDirError(f"{path}: cannot read the journal ({exc})") from None
     if not isinstance(data, dict) or data.get("schema") != JOURNAL_SCHEMA:
         raise FixDirError(f"{path}: not a cuda4amd journal ({JOURNAL_SCHEMA})")
+    refuse = (f"{path} was not written by cuda4amd for this user, so it is neither resumed nor undone "
+              f"(the folder may come from elsewhere with it)")
+    try:
+        if not mac_matches(data):
+            raise FixDirError(f"{refuse}: its MAC does not verify under the key in {state_dir()}. Nothing was "
+                              f"changed; if you did not put it there, remove {fix_dir} (see docs/security.md)")
+    except StateError as exc:
+        raise FixDirError(f"{refuse}: {exc}") from None
+    here = os.path.normcase(str(root.resolve()))
+    if not isinstance(data.get("root"), str) or os.path.normcase(data["root"]) != here:
+        raise FixDirError(f"{path} belongs to a fix of {data.get('root')!r}, not of {root.resolve()}: a fixed "
+                          f"folder that was moved or copied is undone (or run) at its old place; nothing was "
+                          f"changed")
+    problem = _journal_problem(data)
+    if problem:
+        raise FixDirError(f"{path}: {problem}; refused, nothing was changed")
     journal = Journal(path, data)
     journal.on_disk = journal._content()
-    data["root"] = str(Path(root).resolve())  # the tree may have moved since: then the next save writes it
     return journal
+
+
+def _readlink(path: Path) -> str:
+    try:
+        return os.readlink(path)
+    except OSError:
+        return "?"
+
+
+def _read_regular(path: Path, limit: int) -> bytes:
+    """The bytes of a regular file, opened without following a final link and
+    without blocking (a FIFO put there would hang a plain open)."""
+    fd = os.open(path, os.O_RDONLY | _NOFOLLOW | getattr(os, "O_NONBLOCK", 0) | _BINARY)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, "not a regular file")
+        if st.st_size > limit:
+            raise OSError(errno.EFBIG, f"{st.st_size} bytes, more than a journal holds ({limit})")
+        chunks = []
+        while True:
+            block = os.read(fd, 1 << 20)
+            if not block:
+                break
+            chunks.append(block)
+            if sum(map(len, chunks)) > limit:
+                raise OSError(errno.EFBIG, "grew past the size a journal holds")
+        return b"".join(chunks)
+    finally:
+        os.close(fd)
+
+
+def allowed_roots(data: dict[str, Any]) -> list[Path]:
+    """The folders a journal may change: the target (with its .cuda4amd) and
+    the launchers' folder when the plan put it elsewhere."""
+    roots = [Path(data["root"])]
+    launcher_dir = (data.get("plan") or {}).get("launcher_dir")
+    if isinstance(launcher_dir, str) and os.path.isabs(launcher_dir):
+        roots.append(Path(launcher_dir))
+    return roots
+
+
+def _relative_ok(path: str) -> bool:
+    if not path or "\0" in path or os.path.isabs(path):
+        return False
+    if os.name == "nt" and ("\\" in path or ":" in path):  # another separator, a drive or a stream
+        return False
+    return all(part not in ("", ".", "..") for part in path.split("/"))
+
+
+def _path_problem(path: Any, data: dict[str, Any], what: str) -> str | None:
+    if not isinstance(path, str):
+        return f"{what} {path!r} is not a path"
+    if not os.path.isabs(path):
+        return None if _relative_ok(path) else f"{what} {path!r} leaves the target"
+    launcher_dir = (data.get("plan") or {}).get("launcher_dir")
+    norm = os.path.normpath(path)
+    if (isinstance(launcher_dir, str) and os.path.isabs(launcher_dir) and norm == path
+            and os.path.normcase(os.path.dirname(norm)) == os.path.normcase(os.path.normpath(launcher_dir))):
+        return None
+    return f"{what} {path!r} is outside the target and its launchers' folder"
+
+
+def _journal_problem(data: dict[str, Any]) -> str | None:
+    """Why the journal's content cannot be what apply_plan wrote (None: it can)."""
+    actions = data.get("actions")
+    if not isinstance(actions, list) or not isinstance(data.get("plan"), dict):
+        return "no list of actions"
+    for a in actions:
+        if not isinstance(a, dict) or a.get("kind") not in ACTION_KINDS or a.get("status") not in ACTION_STATES:
+            return f"an action of an unknown kind or state ({str(a)[:80]})"
+        problem = _path_problem(a.get("path"), data, "the path")
+        if problem:
+            return problem
+        for key in ("temp", "backup"):
+            if a.get(key) is not None:
+                problem = _path_problem(a[key], data, f"the {key} path")
+                if problem:
+                    return problem
+        if a.get("backup") is not None and not str(a["backup"]).startswith(BACKUP_DIR + "/"):
+            return f"the backup {a['backup']!r} is not in {BACKUP_DIR}"
+    return None
 
 
 def _only_our_leftovers(fix_dir: Path) -> bool:
@@ -348,15 +511,21 @@ def apply_plan(plan: Plan | None, store, *, ops: FileOps | None = None, journal:
         root = Path(plan.target)
         fix_dir = root / FIX_DIR
         created_root = not fix_dir.exists() or _only_our_leftovers(fix_dir)
+        fresh = new_journal(plan, store.root if store is not None else None, created_root)
+        problem = _journal_problem(fresh.data) or _redirected(fresh)
+        if problem:
+            raise ApplyError(f"refused before any change: {problem}")
+        ops.confine(allowed_roots(fresh.data))
         try:
             if not fix_dir.exists():
                 ops.mkdir(fix_dir)
-            journal = new_journal(plan, store.root if store is not None else None, created_root)
+            journal = fresh
             journal.save(ops)  # before the first change
         except OSError as exc:
             raise ApplyError(f"cannot write the journal in {fix_dir}: {_oserror_text(exc)}",
                              str(fix_dir), exc) from exc
     else:
+        ops.confine(allowed_roots(journal.data))
         journal.state = "applying"
         _save(journal, ops)
     store_root = store.root if store is not None else (Path(journal.data["store"]) if journal.data["store"] else None)
@@ -373,6 +542,23 @@ def apply_plan(plan: Plan | None, store, *, ops: FileOps | None = None, journal:
     journal.state = "applied"
     _save(journal, ops)
     return journal
+
+
+def _redirected(journal: Journal) -> str | None:
+    """A destination whose nearest existing folder resolves outside the allowed
+    folders (a linked `.cuda4amd` or `bin/`); FileOps checks again at each write."""
+    allowed = [os.path.normcase(os.path.realpath(r)) for r in allowed_roots(journal.data)]
+    fix_dir = journal.root / FIX_DIR
+    if os.path.lexists(fix_dir) and _is_link(os.lstat(fix_dir)):
+        return f"{fix_dir} is a link (to {_readlink(fix_dir)})"
+    for a in journal.actions:
+        folder = journal.abs(a["path"]).parent
+        while not os.path.lexists(folder) and folder != folder.parent:
+            folder = folder.parent
+        real = os.path.normcase(os.path.realpath(folder))
+        if not any(real == r or real.startswith(r.rstrip(os.sep) + os.sep) for r in allowed):
+            return f"{a['path']} would be written in {real}, outside the target (a link points out of it)"
+    return None
 
 
 def _save(journal: Journal, ops: FileOps) -> None:
@@ -506,6 +692,7 @@ def undo_target(root: str | os.PathLike[str], *, ops: FileOps | None = None, for
     fix_dir = root / FIX_DIR
     outcome = UndoOutcome(root)
     journal = load_journal(root)
+    ops.confine(allowed_roots(journal.data) if journal is not None else [root])
     if journal is None:
         outcome.found = False
         if fix_dir.is_dir() and _only_our_leftovers(fix_dir):  # a first run stopped before its journal
@@ -604,7 +791,7 @@ def _undo_one(journal: Journal, a: dict, ops: FileOps, force: bool, outcome: Und
         ops.symlink(before["link"], temp)
     elif before["kind"] == "file":
         backup = journal.abs(a["backup"]) if a.get("backup") else None
-        if backup is None or not backup.is_file():
+        if backup is None or not backup.is_file() or _is_link(os.lstat(backup)):
             raise UndoError(f"{a['path']}: its backup is missing; it cannot be restored")
         got = ops.copy(backup, temp)
         if got != before["sha256"]:
@@ -629,3 +816,10 @@ def _drop_backup(journal: Journal, a: dict, ops: FileOps) -> None:
         tmp = backup.with_name(backup.name + TMP_SUFFIX)
         if os.path.lexists(tmp):
             ops.remove(tmp)
+
+
+# The journal's checks, under public names for fix.apply (saving after the
+# verification) and fix.verify (comparing the tree with the journal).
+same_state = _same
+state_after = _after
+save_journal = _save

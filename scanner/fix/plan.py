@@ -31,24 +31,34 @@ before-state and backups when it applies the plan.
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Iterable
 
+from cuda4amd.model import platform_of
+
+# The planner's helpers from host/, report/, launchers and the framework rules are imported in the
+# steps that use them: the journal imports this module for Plan, and `cuda4amd run` / `undo` start
+# with the journal, so this module stays as light as its data classes.
+
 __all__ = ["PlanError", "Action", "EnvVar", "Plan", "make_plan", "FIX_DIR", "STORE_DIR", "JOURNAL_NAME",
+           "BACKUP_DIR", "REPORT_PATH", "sha256_text",
            "MODES", "expand_parts", "PLAN_SCHEMA", "target_root", "in_fix_dir"]
 
 PLAN_SCHEMA = "cuda4amd.fix-plan/1"
+#: the fix folder and what it holds, relative to the target root: the one place these paths are named
 FIX_DIR = ".cuda4amd"
-STORE_DIR = f"{FIX_DIR}/zluda"
-JOURNAL_NAME = "journal.json"
+STORE_DIR = f"{FIX_DIR}/zluda"          # ZLUDA's files (launcher mode)
+JOURNAL_NAME = "journal.json"           # in FIX_DIR
+BACKUP_DIR = f"{FIX_DIR}/backup"        # what the fix replaced
+REPORT_PATH = f"{FIX_DIR}/after-report.json"  # added after applying, not part of the plan
 MODES = ("launcher", "place")
 #: the release files zluda.exe (or v5's zluda_with.exe) needs to start a program
 WINDOWS_LAUNCHER_FILES = ("zluda.exe", "zluda_with.exe", "zluda_redirect.dll")
 LINUX_AUDIT_FILES = ("libzluda_ld.so", "zluda_ld")
-#: families whose library needs a HIP SDK library (host.gaps.FAMILY_LIBRARIES)
 GREEN_VERDICTS = ("ready", "degraded")
 
 Parts = tuple[tuple[str, str], ...]  # ("lit", text) | ("root", "") | ("home", "")
@@ -180,6 +190,14 @@ class Plan:
 # helpers
 # ---------------------------------------------------------------------------
 
+def _host_problem(message: str, host_warnings: list[str] | None) -> None:
+    """Something the host lacks: a dry run (a `host_warnings` list) notes it and plans on; otherwise
+    the plan is refused."""
+    if host_warnings is None:
+        raise PlanError(message)
+    host_warnings.append(message)
+
+
 def target_root(target) -> Path:
     """The folder a fix works in: the target folder, or a single binary's folder."""
     if target.kind == "archive":
@@ -189,7 +207,7 @@ def target_root(target) -> Path:
 
 
 def in_fix_dir(rel: str | None) -> bool:
-    return bool(rel) and (rel == FIX_DIR or rel.startswith(FIX_DIR + "/"))
+    return rel is not None and (rel == FIX_DIR or rel.startswith(FIX_DIR + "/"))
 
 
 def root_path(rel: str, platform: str) -> Parts:
@@ -210,20 +228,20 @@ def literal_path(text: str, platform: str) -> Parts:
 
 def expand_parts(parts: Iterable[tuple[str, str]], root: str | os.PathLike[str]) -> str:
     """A value as `cuda4amd run` sets it."""
-    out = []
+    out: list[str] = []
     for kind, text in parts:
         if kind == "root":
             out.append(os.fspath(root))
         elif kind == "home":
-            out.append(os.environ.get("USERPROFILE") if os.name == "nt" and os.environ.get("USERPROFILE")
-                       else str(Path.home()))
+            profile = os.environ.get("USERPROFILE") if os.name == "nt" else None
+            out.append(profile or str(Path.home()))
         else:
             out.append(text)
     return "".join(out)
 
 
 def _platform_of(binary) -> str:
-    return "windows" if binary.info.format == "PE" else "linux"
+    return platform_of(binary.info.format)
 
 
 @dataclass
@@ -259,92 +277,138 @@ def _deps(verdict) -> list[_Dep]:
 # ---------------------------------------------------------------------------
 
 def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher",
-              launcher_dir: str | os.PathLike[str] | None = None, frameworks=None) -> Plan:
+              launcher_dir: str | os.PathLike[str] | None = None, frameworks=None,
+              host_warnings: list[str] | None = None) -> Plan:
     """The plan for a ScanResult. `host` is the HostReport of the machine the
     application will run on; `source` the ReleaseSource; `store` the unpacked
-    release when already at hand (hashes are filled then, else by Plan.bind).
-    Raises PlanError when nothing can be linked or the host lacks what the
-    plan needs."""
-    from cuda4amd.host.gaps import FAMILY_LIBRARIES, host_gaps
-    from cuda4amd.rules.gpus import load_profiles
-
+    release when already at hand (hashes are filled then, else by Plan.bind);
+    `frameworks` default to the rules'. Raises PlanError when nothing can be
+    linked or the host lacks what the plan needs; given a `host_warnings` list
+    (a dry run), what the host lacks is added to it instead and the plan is
+    still made, to be shown, not applied."""
     if mode not in MODES:
         raise PlanError(f"unknown mode {mode!r} (one of {', '.join(MODES)})")
     root = target_root(result.target)
     release = result.release
     verdicts = [v for v in result.verdicts if not in_fix_dir(v.binary.path)]
-    by_path = {v.binary.path: v for v in verdicts}
+    platform = _plan_platform(result, verdicts, source)
+    _host_gate(host, platform, mode, rules, host_warnings)
+    chosen = _green_lit(result, verdicts, host, rules, host_warnings)
+    files, ld_audit, launcher_exe = _release_part(rules, release, platform, chosen, mode)
+    sdk = _host_libraries(host, chosen.families, rules, host_warnings)
+    warnings: list[str] = []
+    environment = _environment(result, rules, platform, mode, sdk, ld_audit,
+                               rules.frameworks if frameworks is None else frameworks, warnings)
+    launch_dir = _launcher_dir(root, launcher_dir)
+    programs: list[dict[str, str]] = []
+    if mode == "launcher":
+        programs = _programs(result, verdicts, chosen.left, root, platform)
+        actions = _launcher_actions(files, platform, programs, environment, launcher_exe, root, launch_dir,
+                                    release.tag)
+    else:
+        by_path = {v.binary.path: v for v in verdicts}
+        actions = _placements(chosen.linked, chosen.importers, by_path, release, platform, root, warnings)
+    _settle(actions, root, store)
+    listed = {f.path: f for f in release.files if f.platform == platform}
+    required = sorted({a.source for a in actions if a.kind in ("copy", "link") and a.source}
+                      | {f.link_to for f in files if f.link_to}
+                      | {_resolve_row(listed, a.source) or "" for a in actions if a.kind == "copy" and a.source})
+    return Plan(
+        target=str(root), display=result.target.display, platform=platform, mode=mode,
+        release=source.to_dict(), release_sha256=store.sha256 if store is not None else source.sha256,
+        families=chosen.families, passthrough=sorted(chosen.passthrough),
+        linked=[{"binary": d.binary, "name": d.name, "family": d.family, "load": d.load,
+                 "resolved": d.resolved, "how": d.how, "replacement": d.replacement} for d in chosen.linked],
+        left_alone=[{"binary": p, "reason": r} for p, r in sorted(chosen.left.items())],
+        not_linked=sorted(chosen.not_linked.values(), key=lambda r: r["family"]),
+        environment=environment, launcher_exe=launcher_exe, programs=programs, actions=actions,
+        required=[r for r in required if r], warnings=warnings, advice=_advice(environment, mode),
+        host=_host_text(host), launcher_dir=_rel_or_abs(root, launch_dir),
+    )
+
+
+def _plan_platform(result, verdicts, source) -> str:
+    """The one platform the application's CUDA binaries are for (the release source's too)."""
     if not any(v.verdict != "no-cuda" for v in verdicts):
         raise PlanError(f"nothing to link: no binary of {result.target.display} uses CUDA")
     platform = _choose_platform(verdicts, result.target.display)
     if platform != source.platform:
         raise PlanError(f"the release source is for {source.platform}, the application is {platform}")
+    return platform
 
-    # -- the host ---------------------------------------------------------
+
+# -- the host gate --------------------------------------------------------------
+
+def _host_gate(host, platform: str, mode: str, rules, host_warnings: list[str] | None) -> None:
+    """Refuse a host that cannot run ZLUDA at all, or not in this mode (a dry run: note what
+    it lacks in `host_warnings`; a missing host report and place mode's HIP_PATH still refuse)."""
+    from cuda4amd.host.gaps import find_gaps
+
     if host is None:
         raise PlanError("the host lacks a host report: scan on the machine that runs the application "
                         "(--host auto), or pass --host FILE.json made by `cuda4amd doctor --format json` there")
     if host.platform != platform:
-        raise PlanError(f"the host is {host.platform.capitalize()} but the application is "
-                        f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine")
-    profiles = load_profiles()
-    driver_gaps = host_gaps(host, ["driver_api"], profiles).get("driver_api", [])
+        _host_problem(f"the host is {host.platform.capitalize()} but the application is "
+                      f"{platform.capitalize()}: fix it on (or with a host report of) a {platform} machine",
+                      host_warnings)
+    driver_gaps = find_gaps(host, ["driver_api"], rules=rules)
     if driver_gaps:
-        raise PlanError("the host lacks what ZLUDA needs: " + "; ".join(driver_gaps)
-                        + " (judge another machine with --host FILE.json)")
-
+        _host_problem("the host lacks what ZLUDA needs: " + "; ".join(g.text for g in driver_gaps)
+                      + " (judge another machine with --host FILE.json)", host_warnings)
     if platform == "windows" and mode == "place" and (host.sdk is None or "HIP_PATH" not in host.sdk.found_by):
         raise PlanError("placement mode needs HIP_PATH set on the host (ZLUDA finds rocBLAS, hipBLASLt and "
                         "rocSPARSE next to itself or through %HIP_PATH%\\bin, and otherwise shows a modal error "
                         "dialog); set HIP_PATH for the user, or use the launcher (--mode launcher)")
 
-    # -- the green-lit set --------------------------------------------------
+
+def _host_libraries(host, families: list[str], rules, host_warnings: list[str] | None):
+    """The HIP SDK the linked families' AMD libraries come from (None when none needs one, or a
+    dry run's host has none: its host_warnings say so already)."""
+    from cuda4amd.host.gaps import family_libraries
+    from cuda4amd.report.redact import is_redacted
+
+    sdk = host.sdk
+    libraries = family_libraries(rules)
+    if any(f in libraries for f in families) and sdk is None and host_warnings is None:  # excluded; defensive
+        raise PlanError("the host lacks a HIP SDK (ROCm), which ZLUDA's libraries load")
+    if sdk is not None and is_redacted(sdk.root):
+        raise PlanError(f"the host report's HIP SDK path is redacted ({sdk.root}): "
+                        f"make the report on that machine with the path kept, or fix there")
+    return sdk
+
+
+# -- the green-lit set ------------------------------------------------------------
+
+#: gaps that do not keep a family out of the plan: the launcher sets HIP_PATH, and place mode requires it
+GAPS_THE_PLAN_CLOSES = ("hip-path-unset",)
+
+
+@dataclass
+class _GreenLit:
+    """What the plan links: the importers that run, their linked and passthrough
+    dependencies, and what is left out with the reason."""
+
+    importers: list[Any]
+    linked: list[_Dep]
+    passthrough: set[str]
+    not_linked: dict[str, dict[str, Any]]
+    left: dict[str, str]         # binary path -> why it is left alone
+    excluded: dict[str, str]     # family -> why this host cannot serve it
+    families: list[str]
+
+
+def _green_lit(result, verdicts, host, rules, host_warnings: list[str] | None) -> _GreenLit:
     deps = {v.binary.path: _deps(v) for v in verdicts}
-    left: dict[str, str] = {}
-    for v in verdicts:
-        if v.verdict == "blocked":
-            left[v.binary.path] = f"blocked: {v.reasons[0]}" if v.reasons else "blocked"
+    left = {v.binary.path: (f"blocked: {v.reasons[0]}" if v.reasons else "blocked")
+            for v in verdicts if v.verdict == "blocked"}
 
     def is_importer(v) -> bool:  # a binary that runs and whose CUDA imports count
         return (v.verdict in GREEN_VERDICTS and v.binary.path not in left
                 and v.identity.route not in ("redirect", "stub"))
 
-    not_linked: dict[str, dict[str, Any]] = {}
-    excluded: dict[str, str] = {}
-    candidate_families = {d.family for v in verdicts if is_importer(v) for d in deps[v.binary.path]
-                          if d.route == "redirect"}
-    for fam in sorted(candidate_families):
-        if fam not in FAMILY_LIBRARIES:
-            continue
-        reasons = [r for r in host_gaps(host, [fam], profiles).get(fam, [])
-                   if "through HIP_PATH, which is not set" not in r]  # the launcher sets it; place mode checked it
-        if reasons:
-            excluded[fam] = "; ".join(reasons)
-    # binaries that need an excluded family statically are left alone, and so
-    # is whatever needs them statically (fixed point over in-tree static edges)
-    changed = True
-    while changed:
-        changed = False
-        for v in verdicts:
-            path = v.binary.path
-            if not is_importer(v):
-                continue
-            why = None
-            for d in deps[path]:
-                if d.route == "redirect" and d.family in excluded and d.load == "static":
-                    why = f"this host: {excluded[d.family]} ({d.name})"
-                    break
-            if why is None:
-                for d in v.dependencies:
-                    r = d.edge.resolved
-                    if (d.identity.family is None and d.edge.in_tree and d.edge.load == "static" and r in left
-                            and r != path):
-                        why = f"needs {r}, which is left alone"
-                        break
-            if why is not None:
-                left[path] = why
-                changed = True
-
+    candidates = {d.family for v in verdicts if is_importer(v) for d in deps[v.binary.path] if d.route == "redirect"}
+    excluded = _excluded_families(host, sorted(candidates), rules, host_warnings)
+    _leave_alone(verdicts, deps, excluded, left, is_importer)
     importers = [v for v in verdicts if is_importer(v)]
     if not importers and excluded:
         raise PlanError("the host lacks what the plan needs: "
@@ -355,6 +419,7 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
                         f"({_count_text(verdicts, left)})")
     linked: list[_Dep] = []
     passthrough: set[str] = set()
+    not_linked: dict[str, dict[str, Any]] = {}
     for v in importers:
         for d in deps[v.binary.path]:
             if d.route == "redirect" and d.family not in excluded:
@@ -369,73 +434,105 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
                     row["names"].append(d.name)
                 row["why"] = (f"this host: {reason}" if reason else _route_why(d.route))
     families = sorted({d.family for d in linked} | {"driver_api"})
+    return _GreenLit(importers, linked, passthrough, not_linked, left, excluded, families)
 
-    # -- release files --------------------------------------------------------
+
+def _excluded_families(host, families: list[str], rules, host_warnings: list[str] | None) -> dict[str, str]:
+    """family -> why this host cannot serve it, for the families whose AMD library it lacks (a dry
+    run excludes none: the reasons go to its `host_warnings`, so that the plan shows them linked)."""
+    from cuda4amd.host.gaps import find_gaps
+
+    excluded: dict[str, str] = {}
+    for gap in find_gaps(host, [f for f in families if f != "driver_api"], rules=rules):
+        if gap.code not in GAPS_THE_PLAN_CLOSES:
+            excluded[gap.family] = f"{excluded[gap.family]}; {gap.text}" if gap.family in excluded else gap.text
+    if host_warnings is not None:
+        host_warnings.extend(excluded[family] for family in sorted(excluded))
+        return {}
+    return excluded
+
+
+def _leave_alone(verdicts, deps, excluded: dict[str, str], left: dict[str, str], is_importer) -> None:
+    """Binaries that need an excluded family statically are left alone, and so
+    is whatever needs them statically (fixed point over in-tree static edges)."""
+    changed = True
+    while changed:
+        changed = False
+        for v in verdicts:
+            path = v.binary.path
+            if not is_importer(v):
+                continue
+            why = next((f"this host: {excluded[d.family]} ({d.name})" for d in deps[path]
+                        if d.route == "redirect" and d.family in excluded and d.load == "static"), None)
+            if why is None:
+                why = next((f"needs {d.edge.resolved}, which is left alone" for d in v.dependencies
+                            if d.identity.family is None and d.edge.in_tree and d.edge.load == "static"
+                            and d.edge.resolved in left and d.edge.resolved != path), None)
+            if why is not None:
+                left[path] = why
+                changed = True
+
+
+# -- release files ----------------------------------------------------------------
+
+def _release_part(rules, release, platform: str, chosen: _GreenLit, mode: str):
+    """(the release rows the plan copies, whether Linux needs LD_AUDIT, the
+    Windows launcher zluda.exe relative to the root or None)."""
     ld_audit = platform == "linux" and mode == "launcher" and any(
-        d.in_tree and d.how != "runpath" for d in linked)
-    files = _release_files(rules, release, platform, families, mode, ld_audit)
-    listed = {f.path: f for f in release.files if f.platform == platform}
+        d.in_tree and d.how != "runpath" for d in chosen.linked)
+    files = _release_files(rules, release, platform, chosen.families, mode, ld_audit)
     launcher_exe = None
     if platform == "windows" and mode == "launcher":
+        listed = {f.path for f in release.files if f.platform == platform}
         exe = next((n for n in ("zluda.exe", "zluda_with.exe") if n in listed), None)
         if exe is None:
             raise PlanError(f"ZLUDA {release.tag} ships no launcher (zluda.exe) for Windows: use --mode place")
         launcher_exe = f"{STORE_DIR}/{exe}"
+    return files, ld_audit, launcher_exe
 
-    # -- host libraries -----------------------------------------------------
-    sdk = host.sdk
-    warnings: list[str] = []
-    needs_sdk = any(f in FAMILY_LIBRARIES for f in families)
-    if needs_sdk and sdk is None:  # host_gaps already excluded such families; defensive
-        raise PlanError("the host lacks a HIP SDK (ROCm), which ZLUDA's libraries load")
-    if sdk is not None and ("<user>" in sdk.root or "<host>" in sdk.root):
-        raise PlanError(f"the host report's HIP SDK path is redacted ({sdk.root}): "
-                        f"make the report on that machine with the path kept, or fix there")
 
-    environment = _environment(result, rules, platform, mode, sdk, ld_audit, frameworks, warnings)
+# -- actions per mode ---------------------------------------------------------------
 
-    # -- actions ----------------------------------------------------------------
-    actions: list[Action] = []
-    programs: list[dict[str, str]] = []
-    launch_dir = _launcher_dir(root, launcher_dir)
-    if mode == "launcher":
-        folders = sorted({posixpath.dirname(f.path) for f in files if "/" in f.path})
-        actions.append(Action("mkdir", STORE_DIR, why="ZLUDA's files for this application"))
-        actions += [Action("mkdir", f"{STORE_DIR}/{d}", why="ZLUDA's files") for d in folders]
-        for f in sorted(files, key=lambda f: f.path):
-            dest = f"{STORE_DIR}/{f.path}"
-            if f.link_to:
-                target = posixpath.relpath(f.link_to, posixpath.dirname(f.path) or ".")
-                actions.append(Action("link", dest, source=f.path, link=target, why=f"{f.replaces} (link)"))
-            else:
-                actions.append(Action("copy", dest, source=f.path, why=f.replaces,
-                                      executable=_is_executable(f.path, platform)))
-        programs = _programs(result, verdicts, left, root, platform)
-        from cuda4amd.fix.launchers import launcher_files
+def _launcher_actions(files, platform: str, programs, environment, launcher_exe, root: Path, launch_dir: Path,
+                      tag: str) -> list[Action]:
+    """Launcher mode: the release's files into the store, the launchers' folder, the launchers."""
+    from cuda4amd.fix.launchers import launcher_files
 
-        rel_dir = _rel_or_abs(root, launch_dir)
-        if os.path.isabs(rel_dir):
-            if not launch_dir.is_dir():
-                raise PlanError(f"the launchers' folder {launch_dir} does not exist")
-        elif rel_dir != ".":
-            parts = rel_dir.split("/")
-            for i in range(1, len(parts) + 1):
-                sub = "/".join(parts[:i])
-                if sub != FIX_DIR and not (root / sub).is_dir():
-                    actions.append(Action("mkdir", sub, why="the launchers' folder"))
+    folders = sorted({posixpath.dirname(f.path) for f in files if "/" in f.path})
+    actions = [Action("mkdir", STORE_DIR, why="ZLUDA's files for this application")]
+    actions += [Action("mkdir", f"{STORE_DIR}/{d}", why="ZLUDA's files") for d in folders]
+    for f in sorted(files, key=lambda f: f.path):
+        dest = f"{STORE_DIR}/{f.path}"
+        if f.link_to:
+            target = posixpath.relpath(f.link_to, posixpath.dirname(f.path) or ".")
+            actions.append(Action("link", dest, source=f.path, link=target, why=f"{f.replaces} (link)"))
+        else:
+            actions.append(Action("copy", dest, source=f.path, why=f.replaces,
+                                  executable=_is_executable(f.path, platform)))
+    rel_dir = _rel_or_abs(root, launch_dir)
+    if os.path.isabs(rel_dir):
+        if not launch_dir.is_dir():
+            raise PlanError(f"the launchers' folder {launch_dir} does not exist")
+    elif rel_dir != ".":
+        parts = rel_dir.split("/")
+        for i in range(1, len(parts) + 1):
+            sub = "/".join(parts[:i])
+            if sub != FIX_DIR and not (root / sub).is_dir():
+                actions.append(Action("mkdir", sub, why="the launchers' folder"))
+    for rel, text, executable in launcher_files(
+            platform=platform, programs=programs, environment=environment, launcher_exe=launcher_exe,
+            root=root, launch_dir=launch_dir, tag=tag):
+        actions.append(Action("write", rel, content=text, sha256=sha256_text(text), executable=executable,
+                              why="launcher"))
+    return actions
 
-        for rel, text, executable in launcher_files(
-                platform=platform, programs=programs, environment=environment, launcher_exe=launcher_exe,
-                root=root, launch_dir=launch_dir, tag=release.tag):
-            actions.append(Action("write", rel, content=text, sha256=_sha_text(text), executable=executable,
-                                  why="launcher"))
-    else:
-        actions += _placements(linked, importers, by_path, release, platform, root, warnings)
 
+def _settle(actions: list[Action], root: Path, store) -> None:
+    """Mark the destinations that exist now (they are backed up), and fill the
+    copies' hashes when the release is at hand."""
     for a in actions:
         if a.kind in ("copy", "write", "link"):
-            full = _absolute(root, a.path)
-            a.replaces = os.path.lexists(full)
+            a.replaces = os.path.lexists(_absolute(root, a.path))
     if store is not None:
         for a in actions:
             if a.kind == "copy":
@@ -443,24 +540,6 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
                 if sha is None:
                     raise PlanError(f"the release has no file {a.source}")
                 a.sha256 = sha
-
-    required = sorted({a.source for a in actions if a.kind in ("copy", "link") and a.source}
-                      | {f.link_to for f in files if f.link_to}
-                      | {_resolve_row(listed, a.source) for a in actions if a.kind == "copy" and a.source})
-    required = [r for r in required if r]
-
-    return Plan(
-        target=str(root), display=result.target.display, platform=platform, mode=mode,
-        release=source.to_dict(), release_sha256=store.sha256 if store is not None else source.sha256,
-        families=families, passthrough=sorted(passthrough),
-        linked=[{"binary": d.binary, "name": d.name, "family": d.family, "load": d.load,
-                 "resolved": d.resolved, "how": d.how, "replacement": d.replacement} for d in linked],
-        left_alone=[{"binary": p, "reason": r} for p, r in sorted(left.items())],
-        not_linked=sorted(not_linked.values(), key=lambda r: r["family"]),
-        environment=environment, launcher_exe=launcher_exe, programs=programs, actions=actions,
-        required=required, warnings=warnings, advice=_advice(environment, mode),
-        host=_host_text(host), launcher_dir=_rel_or_abs(root, launch_dir),
-    )
 
 
 def _count_text(verdicts, left) -> str:
@@ -526,9 +605,7 @@ def _is_executable(path: str, platform: str) -> bool:
     return platform == "linux" and ".so" not in name
 
 
-def _sha_text(text: str) -> str:
-    import hashlib
-
+def sha256_text(text: str) -> str:
     return hashlib.sha256(text.encode("utf-8")).hexdigest()
 
 
@@ -627,10 +704,10 @@ def _framework_switches(result, rules, platform: str, frameworks, warnings: list
     packages = [p for p in getattr(result, "packages", []) if p.framework]
     if not packages:
         return []
-    from cuda4amd.rules.frameworks import SASS_ONLY, load_frameworks
+    from cuda4amd.rules.frameworks import SASS_ONLY
 
     if frameworks is None:
-        frameworks = load_frameworks(rules=rules)
+        frameworks = rules.frameworks
     by_id = {fw.id: fw for fw in frameworks}
     by_dist: dict[str, list] = {}
     for v in result.verdicts:
@@ -800,13 +877,13 @@ def render_plan(plan: Plan) -> str:
         else:
             extra = " (replaces an existing file: backed up)" if a.replaces else ""
             lines.append(f"  write  {a.path}  sha256 {_short(a.sha256)}{extra}")
-    lines.append(f"  + the journal {FIX_DIR}/{JOURNAL_NAME} (backups in {FIX_DIR}/backup/) and the "
-                 f"after-report {FIX_DIR}/after-report.json")
+    lines.append(f"  + the journal {FIX_DIR}/{JOURNAL_NAME} (backups in {BACKUP_DIR}/) and the "
+                 f"after-report {REPORT_PATH}")
     if plan.programs:
         lines.append("launchers: " + ", ".join(p["name"] for p in plan.programs)
                      + f" and zluda-run (any program), in {plan.launcher_dir}")
     for w in plan.warnings:
         lines.append(f"warning: {w}")
-    for a in plan.advice:
-        lines.append(f"advice: {a}")
+    for line in plan.advice:
+        lines.append(f"advice: {line}")
     return "\n".join(lines) + "\n"

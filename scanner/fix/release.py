@@ -11,8 +11,9 @@ until its size and sha256 match the pin; an archive whose hash does not match
 is deleted and refused. Plain ``http://`` is accepted only for loopback hosts
 (127.0.0.0/8, ::1, localhost): the tests serve fixture releases that way.
 
-The per-user cache is ``$CUDA4AMD_CACHE``, else ``%LOCALAPPDATA%\\cuda4amd`` on
-Windows, else ``$XDG_CACHE_HOME/cuda4amd`` or ``~/.cache/cuda4amd``.
+The per-user cache is ``$CUDA4AMD_CACHE``, else platformdirs' user cache
+folder: ``%LOCALAPPDATA%\\cuda4amd`` on Windows, ``$XDG_CACHE_HOME/cuda4amd`` or
+``~/.cache/cuda4amd`` on Linux, ``~/Library/Caches/cuda4amd`` on macOS.
 ``$CUDA4AMD_ZLUDA_MIRROR`` replaces the GitHub release URL prefix
 (``<mirror>/<tag>/<asset>``), e.g. for a company mirror; hashes are checked
 all the same.
@@ -32,12 +33,13 @@ from http.client import HTTPException
 from pathlib import Path
 from typing import Callable
 
+from cuda4amd.userdirs import cache_dir  # the cache folder, shared with the facts cache
+
 __all__ = ["ReleaseError", "ReleaseSource", "cache_dir", "choose_source", "fetch_archive", "download",
            "check_url", "sha256_file", "tree_sha256", "release_url", "UPSTREAM_URL", "MIRROR_VARIABLE"]
 
 UPSTREAM_URL = "https://github.com/vosen/ZLUDA/releases/download"
 MIRROR_VARIABLE = "CUDA4AMD_ZLUDA_MIRROR"
-CACHE_VARIABLE = "CUDA4AMD_CACHE"
 CHUNK = 1 << 16
 
 Progress = Callable[[int, "int | None"], None]
@@ -73,19 +75,6 @@ class ReleaseSource:
     def from_dict(cls, data: dict) -> "ReleaseSource":
         return cls(data["tag"], data["platform"], data["kind"], data["location"], data["asset"],
                    data.get("size"), data.get("sha256"))
-
-
-def cache_dir() -> Path:
-    """The per-user cache (downloads, unpacked releases)."""
-    env = os.environ.get(CACHE_VARIABLE)
-    if env:
-        return Path(env).expanduser()
-    if os.name == "nt":
-        base = os.environ.get("LOCALAPPDATA")
-        if base:
-            return Path(base) / "cuda4amd"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "cuda4amd"
 
 
 def release_url(tag: str, asset: str) -> str:

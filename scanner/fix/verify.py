@@ -22,7 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from cuda4amd.fix.journal import REPORT_PATH, Journal, _after, _same, file_state
+from cuda4amd.fix.journal import REPORT_PATH, Journal, file_state, same_state, state_after
 from cuda4amd.fix.plan import STORE_DIR, in_fix_dir
 from cuda4amd.fix.release import sha256_file
 
@@ -61,14 +61,14 @@ def verify(journal: Journal, result) -> Verification:
     for a in journal.actions:
         if a["status"] != "done" or a["path"] == REPORT_NAME:
             continue
-        ok = _same(file_state(journal.abs(a["path"])), _after(a))
+        ok = same_state(file_state(journal.abs(a["path"])), state_after(a))
         out.checks.append({"what": "file", "path": a["path"], "kind": a["kind"], "ok": ok})
         if not ok:
             out.problems.append(f"{a['path']} is not as the fix wrote it")
     expected = {a["source"]: a["sha256"] for a in journal.actions if a["kind"] == "copy" and a.get("source")}
     release = result.release
     root = journal.root
-    deps = {}
+    deps: dict[tuple[str, str], Any] = {}
     for v in result.verdicts:
         if in_fix_dir(v.binary.path):
             continue

@@ -5,8 +5,8 @@ import re
 from dataclasses import replace
 from typing import Any
 
+from cuda4amd import __version__
 from cuda4amd.host.gpus import ProbeRecord, detect_gpus, select_gpu
-from cuda4amd.host.privacy import Redactor
 from cuda4amd.host.probes import Probes, pathmod
 from cuda4amd.host.report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
 from cuda4amd.host.sdk import LIBRARIES, find_sdks, select_sdk
@@ -34,16 +34,18 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
     """Probe the machine (real probes by default) and return its host report.
 
     `target` (a scanned folder or file) is also searched for ZLUDA. `rules`
-    (a cuda4amd RuleSet) is only needed when a ZLUDA folder is found, to name
-    its release; it is loaded then if not given. Never raises for a missing
+    (a cuda4amd RuleSet) gives the GPU profiles (unless `profiles` does) and
+    names the release of a ZLUDA folder that is found; without it the
+    shipped profiles are used and the rules are loaded only if ZLUDA is found. Never raises for a missing
     GPU, SDK or tool: those are findings, recorded in `HostReport.probes`."""
-    from cuda4amd import __version__
-
     probes = probes or Probes.real()
-    profiles = profiles or load_profiles()
+    if profiles is None:
+        profiles = rules.gpus if rules is not None else load_profiles()
     platform = probes.platform
     pm = pathmod(platform)
-    red = Redactor(platform, probes.env.private_strings())
+    from cuda4amd.report.redact import Redactor  # not at import: the pipeline imports this module for every scan
+
+    red = Redactor.for_host_report(platform, probes.env.private_strings())
     records: list[ProbeRecord] = []
 
     hip = probes.hip.probe() if platform == "windows" else None
@@ -75,7 +77,7 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
         os=probes.env.os_description,
         gpus=tuple(gpus),
         selected_gpu=selected,
-        hip_runtime=None if runtime is None else replace(runtime, path=red.path(runtime.path),
+        hip_runtime=None if runtime is None else replace(runtime, path=red.resolved(runtime.path),
                                                           error=red.text(runtime.error)),
         sdks=tuple(replace(s, root=red.text(s.root)) for s in sdks),
         selected_sdk=sel_sdk,

@@ -4,7 +4,7 @@ with a readiness line and the next step per gap, as JSON or console text.
 """
 from __future__ import annotations
 
-__all__ = ["render_console", "doctor_document"]
+__all__ = ["render_console", "render_markdown", "show", "doctor_document"]
 
 MARK = {"ok": ("✓", "green"), "missing": ("✗", "red"), "warning": ("!", "yellow"), "info": ("·", "dim")}
 LEVEL_STYLE = {"ready": "bold green", "partial": "bold yellow", "not-ready": "bold red"}
@@ -26,17 +26,30 @@ def doctor_document(report, ready) -> dict:
     return doc
 
 
-def render_console(report, ready, *, color: bool = False, width: int = 100) -> str:
+def render_console(report, ready, *, color: bool = False, width: int = 100, quiet: bool = False,
+                   verbose: bool = False) -> str:
+    """The console text as a string (a .txt file, tests)."""
     import io
-    import textwrap
 
     from rich.console import Console
-    from rich.text import Text
 
     out = io.StringIO()
-    con = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False)
+    show(Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False,
+                 color_system="standard" if color else None), report, ready, quiet=quiet, verbose=verbose)
+    return out.getvalue()
+
+
+def show(con, report, ready, *, quiet: bool = False, verbose: bool = False) -> None:
+    """Print the doctor's report on the rich Console `con` (-q: the readiness line only; -v: each probe's detail)."""
+    import textwrap
+
+    from rich.text import Text
+
+    width = con.width
     for line in textwrap.wrap(ready.headline, width, subsequent_indent="  ") or [""]:
         con.print(Text(line, style=LEVEL_STYLE[ready.level]))
+    if quiet:
+        return
     con.print(Text(f"host: {report.os or report.platform} · {report.generated_by}", style="dim"))
     for topic, title in SECTIONS:
         checks = [c for c in ready.checks if c.topic == topic]
@@ -58,4 +71,35 @@ def render_console(report, ready, *, color: bool = False, width: int = 100) -> s
     con.print()
     for line in textwrap.wrap(f"probes: {tried}", width, subsequent_indent="  "):
         con.print(Text(line, style="dim"))
-    return out.getvalue()
+    if verbose:
+        for probe in report.probes:
+            for line in textwrap.wrap(f"{probe.name} ({probe.status}): {probe.detail or 'no detail'}", width,
+                                      initial_indent="  ", subsequent_indent="    "):
+                con.print(Text(line, style="dim"))
+
+
+MARKDOWN_MARK = {"ok": "yes", "missing": "**missing**", "warning": "**warning**", "info": "info"}
+
+
+def render_markdown(report, ready) -> str:
+    """Markdown to paste into an issue: the readiness, the checks with their next steps, the host table."""
+    from cuda4amd.report.markdown import code, host_section, text
+
+    parts = [f"# cuda4amd doctor: {text(ready.level)}", text(ready.headline),
+             f"Host: {text(report.os or report.platform)} · {text(report.generated_by)}"]
+    for topic, title in SECTIONS:
+        checks = [c for c in ready.checks if c.topic == topic]
+        if not checks:
+            continue
+        lines = [f"## {title}", ""]
+        for c in checks:
+            line = f"- {MARKDOWN_MARK[c.status]}: {text(c.text)}"
+            if c.next_step and (c.status in ("missing", "warning") or topic == "zluda"):
+                line += f"<br>next: {text(c.next_step)}"
+            lines.append(line)
+        parts.append("\n".join(lines))
+    parts.append(host_section(report.to_dict()))
+    probes = ", ".join(f"{code(p.name)}: {text(p.status)}" for p in report.probes)
+    if probes:
+        parts.append(f"<sub>probes: {probes}</sub>")
+    return "\n\n".join(parts) + "\n"

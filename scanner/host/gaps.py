@@ -1,14 +1,17 @@
 """What a host can and cannot serve: per-family gaps, checks and readiness.
 
-``host_gaps(host, families)`` is what the verdict uses: for each redirected
-family, the reasons this host cannot serve it ("cuBLAS calls go to rocBLAS,
-which has no kernels for gfx1031"). ``readiness(host)`` is what ``doctor``
-shows: one check per item with the next step for each gap, and a one-line
-readiness verdict.
+``find_gaps(host, families)`` lists what this host lacks for each family that
+ZLUDA redirects, as structured `Gap(family, code, text)`: the verdict shows
+the text ("cuBLAS calls go to rocBLAS, which has no kernels for gfx1031"),
+the fix planner filters by code. ``host_gaps`` groups the texts by family.
+``readiness(host)`` is what ``doctor`` shows: one check per item with the
+next step for each gap, and a one-line readiness verdict.
 
 Reasons under ``driver_api`` are about the GPU and HIP runtime: every
 redirected route (cuBLAS, cuDNN, ...) runs on ZLUDA's driver, so they apply to
-all of them; library reasons are listed only under their own family.
+all of them; library reasons are listed only under their own family. Which
+AMD library a family's calls go to is rule data (``host_library`` in
+families.toml).
 """
 from __future__ import annotations
 
@@ -18,22 +21,38 @@ from typing import Iterable, Mapping
 from cuda4amd.host.detect import override_gfx
 from cuda4amd.host.report import HostReport
 from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
-from cuda4amd.rules.gpus import GpuProfiles, gfx_major, load_profiles
+from cuda4amd.rules.gpus import GpuProfiles, gfx_major
+from cuda4amd.rules.loader import RuleSet, load_rules
 
-__all__ = ["REDIRECTED_FAMILIES", "FAMILY_LIBRARIES", "host_gaps", "Check", "Readiness", "readiness",
-           "effective_gfx"]
+__all__ = ["REDIRECTED_FAMILIES", "GAP_CODES", "Gap", "find_gaps", "host_gaps", "family_libraries", "Check",
+           "Readiness", "readiness", "effective_gfx"]
 
 #: family ids whose calls ZLUDA redirects to an AMD library (or implements itself)
 REDIRECTED_FAMILIES: tuple[str, ...] = ("driver_api", "blas", "blaslt", "sparse", "dnn", "fft")
-#: family -> (CUDA library name, AMD library key of sdk.LIBRARIES)
-FAMILY_LIBRARIES: Mapping[str, tuple[str, str]] = {
-    "blas": ("cuBLAS", "rocblas"),
-    "blaslt": ("cuBLASLt", "hipblaslt"),
-    "sparse": ("cuSPARSE", "rocsparse"),
-    "dnn": ("cuDNN", "miopen"),
-}
 #: families a host must serve to be called ready (cuDNN is optional: many apps can turn it off)
 CORE_FAMILIES = ("blas", "blaslt", "sparse")
+#: what a Gap can be about
+GAP_CODES: tuple[str, ...] = (
+    "no-gpu", "not-rdna", "no-hip-runtime", "hip-sdk-too-old",  # driver_api: every route
+    "no-hip-sdk", "library-missing", "kernel-folder-missing", "no-kernels",  # one family's AMD library
+    "hip-path-unset",  # Windows: ZLUDA finds the library only next to itself or through HIP_PATH
+)
+
+
+@dataclass(frozen=True)
+class Gap:
+    """One thing the host lacks for a family: `code` (one of GAP_CODES) says
+    what, `text` says it to a person."""
+
+    family: str
+    code: str
+    text: str
+
+
+def family_libraries(rules: RuleSet) -> dict[str, tuple[str, str]]:
+    """family id -> (its name, the key of the AMD library its calls go to), from the rules."""
+    return {f.id: (f.name, f.host_library) for f in rules.families
+            if f.host_library is not None and f.host_library in LIBRARIES}
 
 
 def effective_gfx(host: HostReport) -> tuple[str | None, str | None]:
@@ -50,52 +69,53 @@ def effective_gfx(host: HostReport) -> tuple[str | None, str | None]:
     return gfx, None
 
 
-def _driver_reasons(host: HostReport, profiles: GpuProfiles) -> list[str]:
+def _driver_gaps(host: HostReport, profiles: GpuProfiles) -> list[Gap]:
     gpu = host.gpu
-    reasons = []
+    reasons: list[Gap] = []
     prof = profiles.get(gpu.gfx) if gpu is not None else None
     if gpu is None:
-        reasons.append("no AMD GPU found")
+        reasons.append(Gap("driver_api", "no-gpu", "no AMD GPU found"))
     elif gpu.gfx is None:
         pass  # unknown model (a display adapter name cuda4amd cannot map): doctor warns, no verdict reason
     elif prof is None:
         if gfx_major(gpu.gfx) < 10:  # gfx6..gfx9: GCN / CDNA, wave64
-            reasons.append(f"{gpu.gfx} ({gpu.name}) is a wave64 GCN/CDNA GPU: upstream ZLUDA supports RDNA "
-                           f"(gfx101x and newer) only")
+            reasons.append(Gap("driver_api", "not-rdna", f"{gpu.gfx} ({gpu.name}) is a wave64 GCN/CDNA GPU: "
+                                                         f"upstream ZLUDA supports RDNA (gfx101x and newer) only"))
     elif not prof.upstream_zluda:
-        reasons.append(f"{gpu.gfx} ({gpu.name}) is {prof.generation}: upstream ZLUDA supports RDNA "
-                       f"(gfx101x and newer) only")
+        reasons.append(Gap("driver_api", "not-rdna", f"{gpu.gfx} ({gpu.name}) is {prof.generation}: upstream "
+                                                     f"ZLUDA supports RDNA (gfx101x and newer) only"))
     if host.hip_runtime is None:
         if host.platform == "windows":
-            reasons.append("no HIP runtime (amdhip64_7.dll or amdhip64_6.dll) found: it comes with the AMD "
-                           "Adrenalin driver")
+            reasons.append(Gap("driver_api", "no-hip-runtime", "no HIP runtime (amdhip64_7.dll or amdhip64_6.dll) "
+                                                               "found: it comes with the AMD Adrenalin driver"))
         else:
-            reasons.append("no HIP runtime (libamdhip64.so) found: it comes with ROCm")
+            reasons.append(Gap("driver_api", "no-hip-runtime",
+                               "no HIP runtime (libamdhip64.so) found: it comes with ROCm"))
     sdk = host.sdk
     if (prof is not None and host.platform == "windows" and prof.min_windows_hip_sdk and sdk is not None
             and sdk.version and version_key(sdk.version) < version_key(prof.min_windows_hip_sdk)):
-        reasons.append(f"{prof.gfx} needs HIP SDK {prof.min_windows_hip_sdk} or newer on Windows; "
-                       f"this one is {sdk.version}")
+        reasons.append(Gap("driver_api", "hip-sdk-too-old", f"{prof.gfx} needs HIP SDK {prof.min_windows_hip_sdk} "
+                                                            f"or newer on Windows; this one is {sdk.version}"))
     return reasons
 
 
-def _library_reasons(host: HostReport, family: str, profiles: GpuProfiles) -> list[str]:
-    cuda, key = FAMILY_LIBRARIES[family]
+def _library_gaps(host: HostReport, family: str, cuda: str, key: str, profiles: GpuProfiles) -> list[Gap]:
     amd = LIBRARIES[key][0]
     sdk = host.sdk
     lead = f"{cuda} calls go to {amd}"
     if sdk is None:
         what = "the HIP SDK" if host.platform == "windows" else "ROCm"
-        return [f"{lead}, which needs {what}: none was found"]
+        return [Gap(family, "no-hip-sdk", f"{lead}, which needs {what}: none was found")]
     if not sdk.has(key):
-        return [f"{lead}, which this HIP SDK ({sdk.label}) does not include"]
+        return [Gap(family, "library-missing", f"{lead}, which this HIP SDK ({sdk.label}) does not include")]
     reasons = []
     gfx, override = effective_gfx(host)
     if key in KERNEL_LIBRARIES and gfx is not None:
         ks = sdk.kernels.get(key)
         if ks is None or ks.dir is None:
-            reasons.append(f"{lead}, whose per-arch kernel folder ({KERNEL_LIBRARIES[key]}) is missing from "
-                           f"this HIP SDK ({sdk.label})")
+            reasons.append(Gap(family, "kernel-folder-missing", f"{lead}, whose per-arch kernel folder "
+                                                                 f"({KERNEL_LIBRARIES[key]}) is missing from this HIP "
+                                                                 f"SDK ({sdk.label})"))
         elif not ks.has(gfx):
             text = f"{lead}, which has no kernels for {gfx}"
             if override:
@@ -103,31 +123,44 @@ def _library_reasons(host: HostReport, family: str, profiles: GpuProfiles) -> li
             prof = profiles.get(gfx)
             if key == "rocblas" and prof is not None and not prof.official_rocblas(host.platform):
                 text += " (AMD ships none for this GPU)"
-            reasons.append(text)
+            reasons.append(Gap(family, "no-kernels", text))
     if host.platform == "windows" and "HIP_PATH" not in sdk.found_by:
-        reasons.append(f"ZLUDA finds {amd} next to itself or through HIP_PATH, which is not set "
-                       f"(the HIP SDK is in {sdk.root})")
+        reasons.append(Gap(family, "hip-path-unset", f"ZLUDA finds {amd} next to itself or through HIP_PATH, which "
+                                                     f"is not set (the HIP SDK is in {sdk.root})"))
     return reasons
 
 
-def host_gaps(host: HostReport, families: Iterable[str] = REDIRECTED_FAMILIES,
-              profiles: GpuProfiles | None = None) -> dict[str, list[str]]:
-    """For each family id in `families` that ZLUDA redirects (see
-    REDIRECTED_FAMILIES; others are ignored), the reasons this host cannot
-    serve it; an empty list when it can. `driver_api` reasons (no GPU, GCN,
-    no HIP runtime) hold for every redirected route. cuFFT has no host
-    reasons: ZLUDA's cuFFT is stubs whatever the host."""
-    profiles = profiles or load_profiles()
-    out: dict[str, list[str]] = {}
+def find_gaps(host: HostReport, families: Iterable[str] = REDIRECTED_FAMILIES, *,
+              rules: RuleSet | None = None, profiles: GpuProfiles | None = None) -> list[Gap]:
+    """What this host lacks for each family id in `families` that ZLUDA
+    redirects (REDIRECTED_FAMILIES, and any family whose rules name a
+    host_library; others are ignored), in family order. `driver_api` gaps (no
+    GPU, GCN, no HIP runtime) hold for every redirected route. cuFFT has
+    none: ZLUDA's cuFFT is stubs whatever the host. `rules` (default: the
+    shipped ones) gives the family -> AMD library map and, unless `profiles`
+    does, the GPU profiles."""
+    rules = rules if rules is not None else load_rules()
+    profiles = profiles if profiles is not None else rules.gpus
+    libraries = family_libraries(rules)
+    gaps: list[Gap] = []
     for fam in dict.fromkeys(families):
-        if fam not in REDIRECTED_FAMILIES:
-            continue
         if fam == "driver_api":
-            out[fam] = _driver_reasons(host, profiles)
-        elif fam == "fft":
-            out[fam] = []
-        else:
-            out[fam] = _library_reasons(host, fam, profiles)
+            gaps += _driver_gaps(host, profiles)
+        elif fam in libraries:
+            gaps += _library_gaps(host, fam, *libraries[fam], profiles)
+    return gaps
+
+
+def host_gaps(host: HostReport, families: Iterable[str] = REDIRECTED_FAMILIES,
+              profiles: GpuProfiles | None = None, *, rules: RuleSet | None = None) -> dict[str, list[str]]:
+    """find_gaps' texts by family: for each family id in `families` that
+    ZLUDA redirects (others are ignored), the reasons this host cannot serve
+    it; an empty list when it can."""
+    rules = rules if rules is not None else load_rules()
+    known = set(REDIRECTED_FAMILIES) | set(family_libraries(rules))
+    out: dict[str, list[str]] = {fam: [] for fam in dict.fromkeys(families) if fam in known}
+    for gap in find_gaps(host, out, rules=rules, profiles=profiles):
+        out[gap.family].append(gap.text)
     return out
 
 
@@ -235,7 +268,7 @@ def _runtime_check(host: HostReport) -> Check:
     return Check("hip-runtime", "ok", text)
 
 
-def _sdk_checks(host: HostReport, profiles: GpuProfiles) -> list[Check]:
+def _sdk_checks(host: HostReport, profiles: GpuProfiles, libraries: Mapping[str, tuple[str, str]]) -> list[Check]:
     win = host.platform == "windows"
     sdk = host.sdk
     if sdk is None:
@@ -253,10 +286,10 @@ def _sdk_checks(host: HostReport, profiles: GpuProfiles) -> list[Check]:
         checks.append(Check("hip-sdk", "warning", "HIP_PATH is not set: " + profiles.pitfall("hip-path-windows"),
                             f"set HIP_PATH={sdk.root}\\ (the HIP SDK installer normally does)"))
     gfx, override = effective_gfx(host)
-    for key in ("rocblas", "hipblaslt", "rocsparse", "miopen"):
+    cuda_names = {key: cuda for cuda, key in libraries.values()}
+    for key in (k for k in LIBRARIES if k in cuda_names):  # sdk.LIBRARIES order
         name = LIBRARIES[key][0]
-        family = next(f for f, (_, k) in FAMILY_LIBRARIES.items() if k == key)
-        cuda = FAMILY_LIBRARIES[family][0]
+        cuda = cuda_names[key]
         st = sdk.libraries.get(key)
         if st is None or not st.present:
             step = ("for cuDNN apps, use a HIP SDK build that includes MIOpen.dll (" +
@@ -326,10 +359,13 @@ def _join(items: list[str]) -> str:
     return items[0] if len(items) == 1 else ", ".join(items[:-1]) + " and " + items[-1]
 
 
-def readiness(host: HostReport, profiles: GpuProfiles | None = None) -> Readiness:
-    profiles = profiles or load_profiles()
-    gaps = host_gaps(host, REDIRECTED_FAMILIES, profiles)
-    checks = (_gpu_checks(host, profiles) + [_runtime_check(host)] + _sdk_checks(host, profiles)
+def readiness(host: HostReport, profiles: GpuProfiles | None = None, *, rules: RuleSet | None = None) -> Readiness:
+    """doctor's checks and headline; `rules` (default: the shipped ones) as for find_gaps."""
+    rules = rules if rules is not None else load_rules()
+    profiles = profiles if profiles is not None else rules.gpus
+    libraries = family_libraries(rules)
+    gaps = host_gaps(host, REDIRECTED_FAMILIES, profiles, rules=rules)
+    checks = (_gpu_checks(host, profiles) + [_runtime_check(host)] + _sdk_checks(host, profiles, libraries)
               + _zluda_checks(host) + _env_checks(host, profiles))
     gpu = host.gpu
     if gaps["driver_api"]:
@@ -345,7 +381,7 @@ def readiness(host: HostReport, profiles: GpuProfiles | None = None) -> Readines
         name = gpu.name if gpu is not None else "the GPU"
         if failing:
             level = "partial"
-            libs = _join([FAMILY_LIBRARIES[f][0] for f in failing])
+            libs = _join([libraries[f][0] for f in failing])
             headline = (f"PARTLY READY: {name} ({gfx}) works with ZLUDA's driver, but {libs} calls will fail: "
                         + gaps[failing[0]][0])
         else:

@@ -244,7 +244,7 @@ def gpus_from_cim(text: str, profiles: GpuProfiles) -> list[Gpu]:
 
 
 def gpus_from_rocminfo(text: str, profiles: GpuProfiles) -> list[Gpu]:
-    gpus = []
+    gpus: list[Gpu] = []
     for a in parse_rocminfo(text):
         if a.get("Device Type") != "GPU":
             continue
@@ -267,7 +267,7 @@ def _rocminfo_node_names(text: str) -> dict[int, str]:
 
 def gpus_from_kfd(nodes: Sequence[tuple[int, dict[str, int]]], profiles: GpuProfiles,
                   names: dict[int, str] | None = None) -> list[Gpu]:
-    gpus = []
+    gpus: list[Gpu] = []
     for node, props in nodes:
         gfx = gfx_from_target_version(props.get("gfx_target_version", 0))
         if gfx is None or props.get("simd_count", 0) == 0:

@@ -28,6 +28,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
 
+from cuda4amd.model import PrivateStrings
+
 __all__ = [
     "CommandResult", "CommandRunner", "SystemCommands", "RecordedCommands",
     "FileSystem", "LocalFileSystem", "MountedFileSystem",
@@ -304,15 +306,6 @@ class Environment(Protocol):
     def private_strings(self) -> "PrivateStrings": ...
 
 
-@dataclass(frozen=True)
-class PrivateStrings:
-    """What a host report must never contain (used only to redact)."""
-
-    home: str = ""
-    user: str = ""
-    host: str = ""
-
-
 class OsEnvironment:
     def __init__(self) -> None:
         self.platform = current_platform()
@@ -330,20 +323,9 @@ class OsEnvironment:
         return sorted(os.environ)
 
     def private_strings(self) -> PrivateStrings:
-        import socket
+        from cuda4amd.report.redact import private_strings  # only when this machine is probed
 
-        home = os.path.expanduser("~")
-        try:
-            import getpass
-
-            user = getpass.getuser()
-        except Exception:  # no user name available (containers): nothing to redact
-            user = ""
-        try:
-            host = socket.gethostname()
-        except OSError:
-            host = ""
-        return PrivateStrings(home if home != "~" else "", user, host)
+        return private_strings()
 
 
 class RecordedEnvironment:

@@ -12,9 +12,9 @@ recomputes it with the reader's GPU profiles).
 from __future__ import annotations
 
 import json
-import os
 import re
 from dataclasses import dataclass, field
+from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
 from typing import Any, Mapping
@@ -38,7 +38,7 @@ ENVIRONMENT_VARIABLES = ("HIP_PATH", "ROCM_PATH", "HIP_VISIBLE_DEVICES", "ROCR_V
 class HostReportError(ValueError):
     """An invalid host report: `path` (may be None) and the problem."""
 
-    def __init__(self, path: str | os.PathLike[str] | None, message: str) -> None:
+    def __init__(self, path: str | PathLike[str] | None, message: str) -> None:
         self.path = Path(path) if path is not None else None
         self.message = message
         super().__init__(f"{self.path}: {message}" if self.path else message)
@@ -111,7 +111,7 @@ class HostReport:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Any, path: str | os.PathLike[str] | None = None) -> "HostReport":
+    def from_dict(cls, data: Any, path: str | PathLike[str] | None = None) -> "HostReport":
         v = _Validator(path)
         d = v.table("report", data, required={"schema": str, "platform": str},
                     optional={"generated_by": str, "os": str, "gpus": list, "selected_gpu": (int, type(None)),
@@ -153,7 +153,7 @@ class HostReport:
                    probes=tuple(probes), generated_by=d.get("generated_by", ""), schema=d["schema"])
 
     @classmethod
-    def from_json(cls, text: str, path: str | os.PathLike[str] | None = None) -> "HostReport":
+    def from_json(cls, text: str, path: str | PathLike[str] | None = None) -> "HostReport":
         try:
             data = json.loads(text)
         except ValueError as e:
@@ -161,7 +161,7 @@ class HostReport:
         return cls.from_dict(data, path)
 
 
-def load_host_report(path: str | os.PathLike[str]) -> HostReport:
+def load_host_report(path: str | PathLike[str]) -> HostReport:
     """Read a recorded host report (the JSON of `cuda4amd doctor --format json`)."""
     try:
         text = Path(path).read_text(encoding="utf-8")
@@ -238,7 +238,7 @@ def _sdk_from_dict(v: "_Validator", where: str, data: Any, platform: str) -> Hip
 
 
 class _Validator:
-    def __init__(self, path: str | os.PathLike[str] | None) -> None:
+    def __init__(self, path: str | PathLike[str] | None) -> None:
         self.path = path
 
     def fail(self, message: str) -> None:

@@ -8,11 +8,13 @@ ignored by `render` (console: verbose, color, width; markdown: budget).
 from __future__ import annotations
 
 import importlib
-import inspect
 from pathlib import Path
 
-FORMATS = {"json": "json_format", "toml": "toml_format", "console": "console", "markdown": "markdown"}
+#: output format -> the module that renders it; the CLI's --format choices, in this order
+FORMATS = {"console": "console", "json": "json_format", "toml": "toml_format", "markdown": "markdown"}
 EXTENSIONS = {".json": "json", ".toml": "toml", ".txt": "console", ".md": "markdown", ".markdown": "markdown"}
+#: graph file extension -> graph format (report.graph_export writes them)
+GRAPH_FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}
 
 
 def format_for_path(path: str | Path) -> str | None:
@@ -26,6 +28,8 @@ def renderer(name: str):
 
 def render(name: str, document: dict, **options) -> str:
     """Render `document` as format `name`, passing only the options that format takes."""
+    import inspect  # only when rendering: `cuda4amd --help` imports this package for FORMATS
+
     function = renderer(name)
     accepted = inspect.signature(function).parameters
     return function(document, **{k: v for k, v in options.items() if k in accepted})

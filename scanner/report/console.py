@@ -1,12 +1,25 @@
-"""The console summary: the verdict in one line, then the CUDA-using binaries and why."""
+"""The console summary: the verdict in one line, then the CUDA-using binaries and why.
+
+What the terminal can show is rich's to decide (`terminal`): colour from
+isatty, ``NO_COLOR``, ``FORCE_COLOR`` and ``TTY_COMPATIBLE``, width from the
+terminal or ``COLUMNS``, the encoding of the stream, legacy Windows consoles.
+Symbols the stream's encoding cannot encode (``→`` in cp1252, what cmd.exe
+gives a redirected Python) are written as ASCII (`ASCII_FALLBACK`) by the
+error handler `install_ascii_fallback` sets on the stream, so every line of
+every command survives any console; rich's own tables switch to ASCII boxes
+on such streams by themselves.
+"""
 from __future__ import annotations
 
+import codecs
 import io
+from typing import TYPE_CHECKING
 
-from rich.console import Console
-from rich.markup import escape
-from rich.table import Table
-from rich.text import Text
+from cuda4amd.report.escape import visible_document
+from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
+
+if TYPE_CHECKING:
+    from rich.console import Console
 
 STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow"}
 HEADLINE = {
@@ -15,90 +28,176 @@ HEADLINE = {
     "blocked": "no CUDA binary here can run through ZLUDA",
     "no-cuda": "nothing here uses CUDA",
 }
+COLOR_CHOICES = ("auto", "always", "never")
+
+#: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape)
+ASCII_FALLBACK = {
+    "→": "->", "←": "<-", "✓": "+", "✗": "x", "·": "-", "—": "--", "–": "-", "…": "...", "×": "x",
+    "−": "-", "≥": ">=", "≤": "<=", "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*",
+}
+ERROR_HANDLER = "cuda4amd.ascii"
 
 
-def render(document: dict, *, verbose: bool = False, color: bool = False, width: int = 120) -> str:
+def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
+    if not isinstance(error, UnicodeEncodeError):
+        raise error
+    chunk = error.object[error.start:error.end]
+    out = "".join(ASCII_FALLBACK.get(ch) or ch.encode("ascii", "backslashreplace").decode("ascii") for ch in chunk)
+    return out, error.end
+
+
+def install_ascii_fallback(*streams) -> None:
+    """Make `streams` (text files such as sys.stdout) write ASCII for what their encoding cannot encode.
+
+    The encoding stays what the stream has (so a UTF-8 terminal keeps its
+    arrows); only characters it cannot encode are replaced. Streams that are
+    not io.TextIOWrapper (a test runner's capture) are left as they are.
+    """
+    try:
+        codecs.lookup_error(ERROR_HANDLER)
+    except LookupError:
+        codecs.register_error(ERROR_HANDLER, _ascii_fallback)
+    for stream in streams:
+        if isinstance(stream, io.TextIOWrapper):
+            try:
+                stream.reconfigure(errors=ERROR_HANDLER)
+            except (ValueError, io.UnsupportedOperation):  # a closed or detached stream
+                pass
+
+
+def terminal(file=None, *, color: str = "auto", stderr: bool = False) -> "Console":
+    """A rich Console on `file` (default stdout) as rich detects it; --color always/never overrides the colour."""
+    from rich.console import Console
+
+    if color not in COLOR_CHOICES:
+        raise ValueError(f"color must be one of {COLOR_CHOICES}, not {color!r}")
+    options: dict = {"highlight": False, "stderr": stderr}
+    if file is not None:
+        options["file"] = file
+    if color == "always":
+        options.update(force_terminal=True, no_color=False)
+    elif color == "never":
+        options.update(no_color=True, color_system=None)
+    return Console(**options)
+
+
+def render(document: dict, *, verbose: bool = False, color: bool = False, width: int = 120, quiet: bool = False) -> str:
+    """The console text as a string (a .txt report, tests): no colour unless asked, `width` columns."""
+    from rich.console import Console
+
     out = io.StringIO()
-    console = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False)
-    _print(console, document, verbose)
+    console = Console(file=out, force_terminal=color, no_color=not color, width=width, highlight=False,
+                      color_system="standard" if color else None)
+    show(console, document, verbose=verbose, quiet=quiet)
     return out.getvalue()
 
 
-def _print(console: Console, doc: dict, verbose: bool) -> None:
+def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = False, summary_only: bool = False) -> None:
+    """Print the report on `console`: the verdict line; unless `quiet`, the counts; unless `summary_only`, the rest.
+
+    Every string is a rich Text (never markup, so a name with ``[...]`` shows as it is) of the document
+    made visible (cuda4amd.report.escape: no name from the tree reaches the terminal as control characters)."""
+    from rich.text import Text
+
+    doc = visible_document(doc)
     verdict = doc["verdict"]
     summary = doc["summary"]
     console.print(
         Text.assemble(
             (f"{verdict.upper()}", f"bold {STYLE[verdict]}"),
             f"  {HEADLINE[verdict]}  ",
-            (f"({escape(doc['target']['path'])}, ZLUDA {doc['zluda']['release']})", "dim"),
-        )
+            (f"({doc['target']['path']}, ZLUDA {doc['zluda']['release']})", "dim"),
+        ),
+        soft_wrap=True,  # one line, however long the path: the terminal wraps it, `grep` and -q scripts get it whole
     )
-    console.print(
+    if quiet:
+        return
+    console.print(Text(
         f"{summary['binaries']} binaries in {summary['files']} files: {summary['cuda_binaries']} use CUDA — "
         f"{summary['ready']} ready, {summary['degraded']} degraded, {summary['blocked']} blocked"
         + (f"; {summary['errors']} could not be read" if summary["errors"] else ""),
         style="dim",
-    )
-    console.print(Text(doc["basis"], style="dim italic"))
+    ))
+    if summary_only:
+        return
+    console.print(Text(doc.get("basis") or "", style="dim italic"))
 
     packages = [p for p in doc.get("packages", []) if p["verdict"] != "no-cuda"]
     if packages:
-        _print_packages(console, packages, verbose)
+        _print_packages(console, packages, verbose, {b["path"]: b for b in doc["binaries"]})
     cuda = [b for b in doc["binaries"] if b["verdict"] != "no-cuda"]
     if packages and not verbose:
         # the packages lead; of their files, only the ones that are not ready follow
         cuda = [b for b in cuda if b["verdict"] != "ready" or not b.get("distribution")]
     if cuda:
-        table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose)
-        table.add_column("binary", overflow="fold")
-        table.add_column("verdict")
-        table.add_column("why", overflow="fold")
-        order = {"blocked": 0, "degraded": 1, "ready": 2}
-        for binary in sorted(cuda, key=lambda b: (order[b["verdict"]], b["path"])):
-            why = binary["reasons"][0] if binary["reasons"] else ""
-            if verbose:
-                why = Text("\n").join([Text(r) for r in binary["reasons"]] + _details(binary))
-            table.add_row(escape(binary["path"]), Text(binary["verdict"], style=STYLE[binary["verdict"]]), why)
-        console.print(table)
+        _print_binaries(console, cuda, verbose)
 
     if doc["errors"]:
-        console.print(f"{len(doc['errors'])} file(s) could not be read:", style="bold")
+        console.print(Text(f"{len(doc['errors'])} file(s) could not be read:", style="bold"))
         for error in doc["errors"]:
-            console.print(f"  {escape(error['path'])}: {escape(error['message'])}")
+            console.print(Text(f"  {error['path']}: {error['message']}"))
 
 
-def _print_packages(console: Console, packages: list[dict], verbose: bool) -> None:
+def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
+    table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose)
+    table.add_column("binary", overflow="fold")
+    table.add_column("verdict")
+    table.add_column("why", overflow="fold")
+    if verbose:
+        order = {"blocked": 0, "degraded": 1, "ready": 2}
+        for binary in sorted(cuda, key=lambda b: (order[b["verdict"]], b["path"])):
+            why = Text("\n").join([Text(r) for r in binary["reasons"]] + _details(binary))
+            table.add_row(Text(binary["path"]), Text(binary["verdict"], style=STYLE[binary["verdict"]]), why)
+    else:
+        groups = reason_groups(cuda)
+        said = {reason for _, reason, _ in groups}
+        for verdict, reason, members in groups:
+            table.add_row(Text(group_label(members)), Text(verdict, style=STYLE[verdict]),
+                          Text(without_repeats(reason, said)))
+    console.print(table)
+
+
+def _print_packages(console: "Console", packages: list[dict], verbose: bool, by_path: dict[str, dict]) -> None:
+    from rich.table import Table
+    from rich.text import Text
+
     table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose, title="packages", title_justify="left")
     table.add_column("package", overflow="fold")
     table.add_column("verdict")
     table.add_column("why", overflow="fold")
     order = {"blocked": 0, "partial": 1, "ready": 2}
     for package in sorted(packages, key=lambda p: (order[p["verdict"]], p["name"].lower())):
-        reasons = package["reasons"] if verbose else package["reasons"][:1]
-        why = Text("\n").join([Text(r) for r in reasons] + [Text(f"→ {a}", style="cyan") for a in package["advice"]])
+        # the binaries' reasons follow in their own table; the package row counts them (-v: lists them)
+        reasons = [Text(r) for r in (package["reasons"] if verbose else
+                                     [binary_counts(package, by_path), *own_reasons(package)])]
+        why = Text("\n").join(reasons + [Text(f"→ {a}", style="cyan") for a in package["advice"]])
         table.add_row(
-            escape(f"{package['name']} {package['version']}"),
+            Text(f"{package['name']} {package['version']}"),
             Text(package["verdict"], style=STYLE[package["verdict"]]),
             why,
         )
     console.print(table)
 
 
-def _details(binary: dict) -> list[Text]:
+def _details(binary: dict) -> list:
+    from rich.text import Text
+
     lines = []
     for dep in binary["dependencies"]:
-        if dep["family"] is None:
+        if dep.get("family") is None:
             continue
-        if dep["replacement"]:
+        if dep.get("replacement"):
             where = f"ZLUDA's {dep['replacement']}"
         else:
-            where = dep["resolved"] or "not in the scanned tree"
-        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep['route']}: {where}", style="cyan"))
+            where = dep.get("resolved") or "not in the scanned tree"
+        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep.get('route')}: {where}", style="cyan"))
         for state in ("stub", "missing"):
-            names = dep["symbols"].get(state)
+            names = (dep.get("symbols") or {}).get(state)
             if names:
                 lines.append(Text(f"    {state}: {', '.join(names)}", style=STYLE["degraded" if state == "stub" else "blocked"]))
-    for note in binary["notes"]:
+    for note in binary.get("notes") or []:
         lines.append(Text(f"note: {note}", style="dim"))
     return lines

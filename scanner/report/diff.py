@@ -21,16 +21,17 @@ import re
 from pathlib import Path
 from typing import Any, Callable, Iterable
 
-SCAN_SCHEMA = "cuda4amd.scan/1"
+from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
+from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
+
 DIFF_SCHEMA = "cuda4amd.diff/1"
 REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent
-LATER = {"basis": "", "host": None, "packages": [], "engine": "fast"}
+LATER: dict[str, Any] = {"basis": "", "host": None, "packages": [], "engine": "fast"}
 
 BINARY_RANK = {"blocked": 0, "degraded": 1, "ready": 2}
 OVERALL_RANK = {"blocked": 0, "partial": 1, "ready": 2}
 DEPENDENCY_FIELDS = ("family", "load", "route", "replacement", "how", "resolved")
-SYMBOL_STATES = ("implemented", "stub", "missing", "unchecked")
 
 
 class ReportFileError(ValueError):
@@ -38,15 +39,40 @@ class ReportFileError(ValueError):
 
 
 def load_report(path: str | Path) -> dict:
-    """A saved JSON scan report, checked for the schema and the fields every report has."""
-    path = Path(path)
-    try:
-        data = json.loads(path.read_text(encoding="utf-8"))
-    except OSError as exc:
-        raise ReportFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-    except (UnicodeDecodeError, ValueError) as exc:
-        raise ReportFileError(f"{path}: not a JSON report ({exc}); save one with `cuda4amd scan … -o scan.json`") from None
-    return check_report(data, str(path))
+    """A saved JSON or TOML scan report (`-`: read stdin), checked for the schema and the fields every report has."""
+    import sys
+
+    if str(path) == "-":
+        where = "stdin"
+        text = sys.stdin.read()
+        as_toml = not text.lstrip().startswith("{")
+    else:
+        where = str(path)
+        try:
+            text = Path(path).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ReportFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
+        except UnicodeDecodeError as exc:
+            raise ReportFileError(f"{path}: not a JSON or TOML report ({exc})") from None
+        as_toml = Path(path).suffix.lower() == ".toml"
+    return parse_report(text, where, as_toml=as_toml)
+
+
+def parse_report(text: str, where: str = "report", *, as_toml: bool = False) -> dict:
+    """A scan report from its JSON or TOML text (TOML has no null: the values it left out come back as null)."""
+    if as_toml:
+        from cuda4amd.report.toml_format import loads
+
+        try:
+            data = loads(text)
+        except ValueError as exc:
+            raise ReportFileError(f"{where}: not a TOML report ({exc}); save one with `cuda4amd scan … -o scan.toml`") from None
+    else:
+        try:
+            data = json.loads(text)
+        except ValueError as exc:
+            raise ReportFileError(f"{where}: not a JSON report ({exc}); save one with `cuda4amd scan … -o scan.json`") from None
+    return check_report(data, where)
 
 
 def check_report(data: Any, where: str = "report") -> dict:
@@ -287,17 +313,68 @@ def _dep_lines(change: dict, names: int) -> list[str]:
     for field in DEPENDENCY_FIELDS:
         if field in change:
             lines.append(f"{field}: {_arrow(change[field], _shown)}")
-    for state, moved in (change.get("symbols") or {}).items():
-        bits = []
-        for sign, key in (("+", "added"), ("-", "removed")):
-            items = moved.get(key) or []
-            if items:
-                listed = ", ".join(items[:names]) + (f" … and {len(items) - names} more" if len(items) > names else "")
-                bits.append(f"{sign}{len(items)} ({listed})")
-        lines.append(f"{state} functions: " + " ".join(bits))
+    for line in _symbol_lines(change.get("symbols") or {}, names):
+        lines.append(line)
     if "ordinals" in change:
         lines.append("ordinals: " + " ".join(f"{s}{', '.join(change['ordinals'][k])}" for s, k in (("+", "added"), ("-", "removed")) if change["ordinals"][k]))
     return lines
+
+
+def _names(items: list[str], names: int) -> str:
+    return ", ".join(items[:names]) + (f" … and {len(items) - names} more" if len(items) > names else "")
+
+
+def _symbol_lines(symbols: dict, names: int) -> list[str]:
+    """Functions that changed state, each said once: a name that left one state for another is one move
+    ("unchecked → implemented: 4 (…)"), not an addition and a removal."""
+    added = {state: list((moved or {}).get("added") or []) for state, moved in symbols.items()}
+    removed = {state: list((moved or {}).get("removed") or []) for state, moved in symbols.items()}
+    lines = []
+    for source in SYMBOL_STATES:
+        for target in SYMBOL_STATES:
+            if source == target:
+                continue
+            moved = [n for n in removed.get(source, []) if n in added.get(target, [])]
+            if moved:
+                lines.append(f"functions {source} → {target}: {len(moved)} ({_names(moved, names)})")
+                removed[source] = [n for n in removed[source] if n not in moved]
+                added[target] = [n for n in added[target] if n not in moved]
+    for state in SYMBOL_STATES:
+        bits = [f"{sign}{len(items)} ({_names(items, names)})"
+                for sign, items in (("+", added.get(state) or []), ("-", removed.get(state) or [])) if items]
+        if bits:
+            lines.append(f"{state} functions: " + " ".join(bits))
+    return lines
+
+
+def verdicts_changed(diff: dict) -> bool:
+    """Whether a verdict changed: the overall one, a package's, or a binary's (added and removed ones count)."""
+    packages, binaries = diff["packages"], diff["binaries"]
+    return bool(
+        diff["verdict"]
+        or packages["added"] or packages["removed"] or any("verdict" in p for p in packages["changed"])
+        or binaries["added"] or binaries["removed"] or any(b.get("verdict") for b in binaries["changed"])
+    )
+
+
+def _binary_groups(changed: list[dict], names: int) -> list[tuple[list[dict], list[tuple[str, str]]]]:
+    """Binaries whose changes read the same, together: (entries, their lines), in the order first seen."""
+    groups: dict[tuple, tuple[list[dict], list[tuple[str, str]]]] = {}
+    for entry in changed:
+        lines = _binary_lines(entry, names)
+        verdict = entry.get("verdict") or {}
+        key = (verdict.get("before"), verdict.get("after"), tuple(lines), bool(entry.get("renamed_from")))
+        groups.setdefault(key, ([], lines))[0].append(entry)
+    return list(groups.values())
+
+
+def _who(entries: list[dict], show, shown: int = 3) -> str:
+    """One binary's name (with its rename), or 'N binaries: a, b, c +k more'."""
+    if len(entries) == 1:
+        entry = entries[0]
+        return f"{show(entry['renamed_from'])} → {show(entry['path'])}" if entry.get("renamed_from") else show(entry["path"])
+    listed = ", ".join(show(e["path"]) for e in entries[:shown]) + (f" +{len(entries) - shown} more" if len(entries) > shown else "")
+    return f"{len(entries)} binaries ({listed})"
 
 
 def _binary_lines(entry: dict, names: int) -> list[tuple[str, str]]:
@@ -353,11 +430,10 @@ def render_text(diff: dict, *, names: int = 10) -> str:
         out.append("binaries:")
         out += [f"  + {x['path']} ({x['verdict']})" for x in binaries["added"]]
         out += [f"  - {x['path']} ({x['verdict']})" for x in binaries["removed"]]
-        for entry in binaries["changed"]:
-            name = f"{entry['renamed_from']} → {entry['path']}" if entry.get("renamed_from") else entry["path"]
-            head = f"  {name}" + (f": {_arrow(entry['verdict'])}" if entry.get("verdict") else "")
-            out.append(head)
-            out += [f"      {sign} {line}" if sign else f"      {line}" for sign, line in _binary_lines(entry, names)]
+        for entries, lines in _binary_groups(binaries["changed"], names):
+            first = entries[0]
+            out.append(f"  {_who(entries, str)}" + (f": {_arrow(first['verdict'])}" if first.get("verdict") else ""))
+            out += [f"      {sign} {line}" if sign else f"      {line}" for sign, line in lines]
     errors = diff["errors"]
     if errors["added"] or errors["removed"]:
         out.append("unreadable files:")
@@ -407,10 +483,10 @@ def render_markdown(diff: dict, *, names: int = 10) -> str:
         out += ["", "## Binaries", ""]
         out += [f"- added {code(x['path'])} (**{text(x['verdict'])}**)" for x in binaries["added"]]
         out += [f"- removed {code(x['path'])} ({text(x['verdict'])})" for x in binaries["removed"]]
-        for entry in binaries["changed"]:
-            name = (f"{code(entry['renamed_from'])} → {code(entry['path'])}" if entry.get("renamed_from") else code(entry["path"]))
-            out.append(f"- {name}" + (f": **{text(_arrow(entry['verdict']))}**" if entry.get("verdict") else ""))
-            out += [f"  - {text(_worded(sign, line))}" for sign, line in _binary_lines(entry, names)]
+        for entries, lines in _binary_groups(binaries["changed"], names):
+            first = entries[0]
+            out.append(f"- {_who(entries, code)}" + (f": **{text(_arrow(first['verdict']))}**" if first.get("verdict") else ""))
+            out += [f"  - {text(_worded(sign, line))}" for sign, line in lines]
     errors = diff["errors"]
     if errors["added"] or errors["removed"]:
         out += ["", "## Unreadable files", ""]

@@ -1,13 +1,16 @@
 """The report document: plain data, the one shape every format renders.
 
-Its layout is the versioned contract documented in docs/report-schema.md.
+Its layout is the versioned contract documented in docs/report-schema.md
+(JSON Schema: report/schemas/scan.json, `cuda4amd schema scan`).
+``distributions`` (every installed distribution, when the target has any)
+and ``command`` (the command line, set by the CLI) are present only when known.
 Bump SCHEMA when a field changes meaning or disappears; adding fields is
 compatible.
 """
 from __future__ import annotations
 
 from cuda4amd import __version__
-from cuda4amd.scan.read.fatbin import KernelReport
+from cuda4amd.model import KernelReport
 
 NO_KERNELS = KernelReport()
 
@@ -18,7 +21,7 @@ VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
 def build(result) -> dict:
     binaries = [_binary(v) for v in result.verdicts]
     counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
-    return {
+    document = {
         "schema": SCHEMA,
         "tool": {"name": "cuda4amd", "version": __version__},
         "target": {"path": result.target.display, "kind": result.target.kind},
@@ -38,6 +41,11 @@ def build(result) -> dict:
         "binaries": binaries,
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
     }
+    distributions = getattr(result, "distributions", None)
+    if distributions:
+        document["distributions"] = sorted(({"name": d.name, "version": d.version} for d in distributions),
+                                           key=lambda d: (d["name"].casefold(), d["version"]))
+    return document
 
 
 def _binary(verdict) -> dict:

@@ -26,9 +26,11 @@ from typing import Any
 
 import networkx as nx
 
+from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
+from cuda4amd.report import GRAPH_FORMATS
+
 GRAPH_SCHEMA = "cuda4amd.graph/1"
-FORMATS = {".graphml": "graphml", ".dot": "dot", ".gv": "dot", ".json": "json"}
-SYMBOL_STATES = ("implemented", "stub", "missing", "unchecked")
+FORMATS = GRAPH_FORMATS
 
 
 class GraphFormatError(ValueError):
@@ -111,7 +113,7 @@ class _Facts:
     def node_of(self, binary: dict, dep: dict) -> str:
         """The graph node a dependency points at: the binary found in the tree, or lib:<name>."""
         resolved = dep.get("resolved")
-        if resolved in self.paths:
+        if isinstance(resolved, str) and resolved in self.paths:
             return resolved
         name = dep.get("name") or ""
         return f"lib:{name.casefold() if binary.get('format') == 'PE' else name}"

@@ -29,6 +29,10 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
+from cuda4amd.model import REPORT_SYMBOL_STATES
+from cuda4amd.report.escape import visible_document
+from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
+
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
@@ -41,6 +45,8 @@ HEADLINE = {
 ORDER = {"blocked": 0, "partial": 1, "degraded": 1, "ready": 2, "no-cuda": 3}
 ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked", "unknown": "unknown"}
 ZLUDA_REPOSITORY = "https://github.com/vosen/ZLUDA"
+#: above this many nodes the diagram keeps only the blocked and degraded binaries and what they load
+PROBLEM_PATHS_ABOVE = 20
 KERNEL_STATE = {
     "ptx-available": "carries PTX, which ZLUDA compiles for the AMD GPU",
     "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not known",
@@ -71,7 +77,7 @@ LEVELS = (
 
 def render(document: dict, *, budget: int = BUDGET) -> str:
     """The Markdown report; never longer than `budget` characters."""
-    report = _Report(document)
+    report = _Report(visible_document(document))  # names with newlines or ESC/BEL stay one visible name
     for level in LEVELS[:-1]:
         text = report.assemble(level)
         if len(text) <= budget:
@@ -154,7 +160,8 @@ class _Report:
     # -- assembly -------------------------------------------------------------
 
     def assemble(self, level: Detail, budget: int | None = None) -> str:
-        head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level)]
+        head = [self.title(), self.summary(level), self.advice(level), self.host(), self.zluda(level),
+                self.environment(full=budget is None)]
         graph = self.graph(level)
         sections = [self.section(b, level) for b in self.cuda if level.ready_sections or b["verdict"] != "ready"]
         skipped_ready = [b for b in self.cuda if not level.ready_sections and b["verdict"] == "ready"]
@@ -166,6 +173,7 @@ class _Report:
         fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
         if len(fixed) > budget:
             graph = "## Dependency graph\n\nLeft out to keep this report under GitHub's size limit."
+            head[-1] = self.environment(full=False)
             tail = [self.errors(Detail(0, 3, 5, 0, False, 80)), self.footer()]
             fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
         room = budget - len(fixed)
@@ -211,13 +219,17 @@ class _Report:
         parts = ["## Summary"]
         if self.packages:
             rows = [[text(f"{p['name']} {p.get('version', '')}".strip()), f"**{p['verdict']}**",
-                     text(_cut((p.get("reasons") or ["—"])[0], level.reason_chars))]
+                     text(_cut("; ".join([binary_counts(p, self.by_path), *own_reasons(p)]), level.reason_chars))]
                     for p in self.packages[: level.rows]]
-            parts.append(_table(["package", "verdict", "deciding reason"], rows) + self._more(self.packages, level.rows))
+            parts.append(_table(["package", "verdict", "CUDA binaries (their reasons below)"], rows)
+                         + self._more(self.packages, level.rows))
         if self.cuda:
-            rows = [[code(b["path"]), f"**{b['verdict']}**", text(_cut((b.get("reasons") or ["—"])[0], level.reason_chars))]
-                    for b in self.cuda[: level.rows]]
-            parts.append(_table(["binary", "verdict", "deciding reason"], rows) + self._more(self.cuda, level.rows))
+            groups = reason_groups(self.cuda)
+            said = {reason for _, reason, _ in groups}
+            rows = [[_group_cell(members), f"**{verdict}**", text(_cut(without_repeats(reason, said) or "—", level.reason_chars))]
+                    for verdict, reason, members in groups[: level.rows]]
+            rest = [b for _, _, members in groups[level.rows:] for b in members]
+            parts.append(_table(["binary", "verdict", "deciding reason"], rows) + self._more(rest, 0))
         else:
             parts.append("No binary here uses CUDA, so ZLUDA has nothing to do." if self.binaries
                          else "No binaries were found.")
@@ -238,66 +250,19 @@ class _Report:
         return f"\n\n… and {len(rest)} more ({detail})"
 
     def advice(self, level: Detail) -> str:
-        lines = []
-        for package in self.packages[: level.rows]:
+        # one line per piece of advice, naming every package it is for
+        by_advice: dict[str, list[str]] = {}
+        for package in self.packages:
             for advice in (package.get("advice") or [])[: level.items]:
-                lines.append(f"- **{text(package['name'])}**: {text(advice)}")
+                by_advice.setdefault(advice, []).append(package["name"])
+        lines = []
+        for advice, names in list(by_advice.items())[: level.rows]:
+            who = ", ".join(text(n) for n in names[:3]) + (f" and {len(names) - 3} more packages" if len(names) > 3 else "")
+            lines.append(f"- **{who}**: {text(advice)}")
         return "## What to try\n\n" + "\n".join(lines) if lines else ""
 
     def host(self) -> str:
-        host = self.doc.get("host")
-        if not host:
-            return ("## Host\n\nNot examined. To judge for the machine that runs the application, attach the output of "
-                    "`cuda4amd doctor --format json` from it, or scan there with `--host auto`.")
-        rows: list[list[str]] = []
-        if host.get("os"):
-            rows.append(["OS", text(host["os"])])
-        gpus = host.get("gpus") or []
-        selected = host.get("selected_gpu")
-        if selected is not None and 0 <= selected < len(gpus):
-            rows.append(["GPU", _gpu(gpus[selected], bold=True)])
-        elif not gpus:
-            rows.append(["GPU", "no AMD GPU found"])
-        others = [g for i, g in enumerate(gpus) if i != selected]
-        if others:
-            rows.append(["other GPUs" if selected is not None else "GPUs", "<br>".join(_gpu(g) for g in others)])
-        runtime = host.get("hip_runtime")
-        if runtime:
-            value = f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} ({text(runtime.get('source', ''))})"
-            if runtime.get("error"):
-                value += f" — {text(runtime['error'])}"
-            rows.append(["HIP runtime", value])
-        else:
-            rows.append(["HIP runtime", "not found"])
-        sdks = host.get("hip_sdks") or []
-        chosen = host.get("selected_sdk")
-        if not sdks:
-            rows.append(["HIP SDK", "not found"])
-        for i, sdk in enumerate(sdks):
-            label = "HIP SDK" if i == chosen else "other HIP SDK"
-            version = sdk.get("version") or "version unknown"
-            if sdk.get("full_version") and sdk.get("full_version") != version:
-                version += f" ({sdk['full_version']})"
-            libraries = sdk.get("libraries") or {}
-            present = ", ".join(f"{SDK_LIBRARIES.get(k, k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
-            rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
-            gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
-            for name, kernels in (sdk.get("kernels") or {}).items():
-                if gfx:
-                    has = gfx in (kernels.get("archs") or [])
-                    rows.append([f"{SDK_LIBRARIES.get(name, name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
-        zluda = host.get("zluda") or []
-        if zluda:
-            for install in zluda:
-                where = ", ".join(install.get("where") or [])
-                releases = ", ".join(install.get("releases") or []) or "release not recognised"
-                rows.append(["ZLUDA found", f"{code(install.get('path', ''))}" + (f" ({text(where)})" if where else "")
-                             + f": {text(releases)}"])
-        else:
-            rows.append(["ZLUDA found", "no"])
-        for name, value in sorted((host.get("environment") or {}).items()):
-            rows.append([code(name), code(value)])
-        return "## Host\n\n" + _table(["component", "found"], rows)
+        return host_section(self.doc.get("host"))
 
     def zluda(self, level: Detail) -> str:
         zluda = self.doc.get("zluda") or {}
@@ -310,6 +275,24 @@ class _Report:
             line += f" (commit {code(commit)})"
         line += ": its file table decides which NVIDIA libraries it replaces, its function tables which functions are implemented, stubs or missing."
         return "## ZLUDA\n\n" + line
+
+    def environment(self, *, full: bool = True) -> str:
+        """Collapsed: every installed distribution with its version, and the command line that made the report."""
+        distributions = self.doc.get("distributions") or []
+        command = self.doc.get("command")
+        parts = []
+        if distributions:
+            if full:
+                body = _table(["distribution", "version"], [[text(d.get("name", "")), text(d.get("version", ""))]
+                                                            for d in distributions])
+            else:
+                body = ", ".join(f"{text(d.get('name', ''))} {text(d.get('version', ''))}" for d in distributions)
+            parts.append(f"<details>\n<summary>Installed distributions ({len(distributions)})</summary>\n\n{body}\n\n</details>")
+        if command:
+            longest = max((len(run) for run in re.findall(r"`+", command)), default=0)
+            fence = "`" * max(3, longest + 1)
+            parts.append(f"<details>\n<summary>Command line</summary>\n\n{fence}\n{command}\n{fence}\n\n</details>")
+        return "## Environment\n\n" + "\n\n".join(parts) if parts else ""
 
     def graph(self, level: Detail) -> str:
         diagram = _Diagram(self).render(level.graph_nodes)
@@ -331,14 +314,12 @@ class _Report:
         return "\n\n".join(parts)
 
     def section(self, binary: dict, level: Detail) -> str:
-        reason = (binary.get("reasons") or [""])[0]
+        # the deciding reason is said in the summary table, the advice under "What to try": not again here
         title = f"<b>{_h(binary['verdict'])}</b> <code>{_h(binary['path'])}</code>"
-        if reason:
-            title += " — " + _h(_cut(reason, level.reason_chars))
         body: list[str] = []
-        reasons = binary.get("reasons") or []
+        reasons = (binary.get("reasons") or [])[1:]
         if reasons:
-            body.append("\n".join(f"- {text(r)}" for r in reasons[: level.items])
+            body.append("Also:\n" + "\n".join(f"- {text(r)}" for r in reasons[: level.items])
                         + (f"\n- … and {len(reasons) - level.items} more" if len(reasons) > level.items else ""))
         me = binary.get("nvidia_library")
         if me:
@@ -365,8 +346,6 @@ class _Report:
         if kernels.get("state") and kernels["state"] != "none":
             body.append(self._kernels(kernels, level))
         package = self.package_of.get(binary["path"])
-        if package and package.get("advice"):
-            body.append(f"Advice for {text(package['name'])}:\n" + "\n".join(f"- {text(a)}" for a in package["advice"][: level.items]))
         notes = binary.get("notes") or []
         if notes:
             body.append("\n".join(f"- note: {text(n)}" for n in notes[: level.items])
@@ -398,7 +377,7 @@ class _Report:
     @staticmethod
     def _functions(dep: dict) -> str:
         symbols = dep.get("symbols") or {}
-        parts = [f"{len(symbols[s])} {s}" for s in ("implemented", "stub", "missing", "unchecked") if symbols.get(s)]
+        parts = [f"{len(symbols[s])} {s}" for s in REPORT_SYMBOL_STATES if symbols.get(s)]
         if dep.get("ordinals"):
             parts.append(f"{len(dep['ordinals'])} by ordinal")
         return ", ".join(parts) or "—"
@@ -442,6 +421,68 @@ class _Report:
         return (f"---\n<sub>{_h(tool.get('name', 'cuda4amd'))} {_h(tool.get('version', ''))} · report schema "
                 f"{_h(doc.get('schema', ''))} · the same report as JSON: <code>--format json</code>; "
                 f"render a saved one again with <code>cuda4amd report scan.json --format markdown</code></sub>")
+
+
+def host_section(host: dict | None) -> str:
+    """The "## Host" section: what the host report says, as a table (also `cuda4amd doctor --format markdown`)."""
+    if not host:
+        return ("## Host\n\nNot examined. To judge for the machine that runs the application, attach the output of "
+                "`cuda4amd doctor --format json` from it, or scan there with `--host auto`.")
+    rows: list[list[str]] = []
+    if host.get("os"):
+        rows.append(["OS", text(host["os"])])
+    gpus = host.get("gpus") or []
+    selected = host.get("selected_gpu")
+    if selected is not None and 0 <= selected < len(gpus):
+        rows.append(["GPU", _gpu(gpus[selected], bold=True)])
+    elif not gpus:
+        rows.append(["GPU", "no AMD GPU found"])
+    others = [g for i, g in enumerate(gpus) if i != selected]
+    if others:
+        rows.append(["other GPUs" if selected is not None else "GPUs", "<br>".join(_gpu(g) for g in others)])
+    runtime = host.get("hip_runtime")
+    if runtime:
+        value = f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} ({text(runtime.get('source', ''))})"
+        if runtime.get("error"):
+            value += f" — {text(runtime['error'])}"
+        rows.append(["HIP runtime", value])
+    else:
+        rows.append(["HIP runtime", "not found"])
+    sdks = host.get("hip_sdks") or []
+    chosen = host.get("selected_sdk")
+    if not sdks:
+        rows.append(["HIP SDK", "not found"])
+    for i, sdk in enumerate(sdks):
+        label = "HIP SDK" if i == chosen else "other HIP SDK"
+        version = sdk.get("version") or "version unknown"
+        if sdk.get("full_version") and sdk.get("full_version") != version:
+            version += f" ({sdk['full_version']})"
+        libraries = sdk.get("libraries") or {}
+        present = ", ".join(f"{SDK_LIBRARIES.get(k, k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
+        rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
+        gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
+        for name, kernels in (sdk.get("kernels") or {}).items():
+            if gfx:
+                has = gfx in (kernels.get("archs") or [])
+                rows.append([f"{SDK_LIBRARIES.get(name, name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+    zluda = host.get("zluda") or []
+    if zluda:
+        for install in zluda:
+            where = ", ".join(install.get("where") or [])
+            releases = ", ".join(install.get("releases") or []) or "release not recognised"
+            rows.append(["ZLUDA found", f"{code(install.get('path', ''))}" + (f" ({text(where)})" if where else "")
+                         + f": {text(releases)}"])
+    else:
+        rows.append(["ZLUDA found", "no"])
+    for name, value in sorted((host.get("environment") or {}).items()):
+        rows.append([code(name), code(value)])
+    return "## Host\n\n" + _table(["component", "found"], rows)
+
+
+def _group_cell(members: list[dict]) -> str:
+    if len(members) == 1:
+        return code(members[0]["path"])
+    return text(group_label(members))
 
 
 def _gpu(gpu: dict, bold: bool = False) -> str:
@@ -553,7 +594,8 @@ class _Diagram:
         for path in sorted(cuda_paths):
             binary = report.by_path[path]
             me = binary.get("nvidia_library")
-            label = _short(path) + (f"<br/>NVIDIA {me['family']} · {me['route']}" if me else "")
+            # the label says what the colour says: the binary's verdict (its route is in its section)
+            label = _short(path) + (f"<br/>NVIDIA {me['family']} library · {binary['verdict']}" if me else "")
             nodes[f"bin:{path}"] = _Node(f"bin:{path}", label, binary["verdict"] if binary["verdict"] != "no-cuda" else "unknown",
                                          "box", (path,))
         for key, lib in sorted(libraries.items()):
@@ -563,6 +605,13 @@ class _Diagram:
         nodes, edges = self._group_binaries(nodes, edges)
         if any(len(n.members) > 1 and n.shape == "box" for n in nodes.values()):
             notes.append("binaries with the same verdict that load the same CUDA libraries are one node")
+        if len(nodes) > PROBLEM_PATHS_ABOVE:
+            kept_nodes, kept_edges = self._problem_paths(nodes, edges)
+            if kept_nodes and len(kept_nodes) < len(nodes):
+                left = sum(len(n.members) for k, n in nodes.items() if k not in kept_nodes and n.shape == "box")
+                nodes, edges = kept_nodes, kept_edges
+                notes.append("only the blocked and degraded binaries and what they load are drawn"
+                             + (f" ({_plural(left, 'ready binary', 'ready binaries')} left out)" if left else ""))
         if len(nodes) > max_nodes:
             nodes, edges = self._merge(nodes, edges, self._by_family)
             notes.append("libraries are drawn per family and route")
@@ -606,6 +655,19 @@ class _Diagram:
         return self._apply(nodes, edges, rename, merged)
 
     @staticmethod
+    def _problem_paths(nodes, edges):
+        """The blocked and degraded binaries, what they load (directly: the edge is where the problem shows),
+        and the blocked or degraded libraries; ready binaries that load nothing troubled are left out."""
+        troubled = {k for k, n in nodes.items() if n.state in ("blocked", "degraded")}
+        keep = set(troubled)
+        for (source, target) in edges:
+            if source in troubled:
+                keep.add(target)
+        kept_nodes = {k: n for k, n in nodes.items() if k in keep}
+        kept_edges = {(s, t): loads for (s, t), loads in edges.items() if s in keep and t in keep}
+        return kept_nodes, kept_edges
+
+    @staticmethod
     def _by_family(key: str, node: _Node) -> str:
         return f"family:{node.family}:{node.route}" if node.shape == "lib" else key
 
@@ -644,23 +706,40 @@ class _Diagram:
 
     # -- text ------------------------------------------------------------------------
 
-    @staticmethod
-    def _text(nodes: dict[str, _Node], edges: dict[tuple[str, str], set[str]]) -> str:
+    def _text(self, nodes: dict[str, _Node], edges: dict[tuple[str, str], set[str]]) -> str:
         order = sorted(nodes.values(), key=lambda n: (n.shape == "lib", ORDER.get(n.state, 9), n.key))
         ids: dict[str, str] = {}
         rank: dict[str, int] = {}
-        lines = ["flowchart LR"]
         for node in order:
             rank[node.key] = len(ids)
             ids[node.key] = f"{'l' if node.shape == 'lib' else 'b'}{len(ids)}"
+
+        def line(node: _Node, indent: str) -> str:
             label = "<br/>".join(_label(part) for part in node.label.split("<br/>"))
             shape = f'(["{label}"])' if node.shape == "lib" else f'["{label}"]'
-            lines.append(f"  {ids[node.key]}{shape}:::{node.state}")
+            return f"{indent}{ids[node.key]}{shape}:::{node.state}"
+
+        # binaries of one installed package are drawn in its box
+        packages: dict[str, list[_Node]] = {}
+        loose: list[_Node] = []
+        for node in order:
+            owners = {(self.report.package_of.get(m) or {}).get("name") for m in node.members} if node.shape == "box" else {None}
+            owner = owners.pop() if len(owners) == 1 else None
+            (packages.setdefault(owner, []) if owner else loose).append(node)
+        lines = ["flowchart LR"]
+        for number, (name, members) in enumerate(sorted(packages.items(), key=lambda kv: kv[0].casefold())):
+            version = next((p.get("version") for p in self.report.doc.get("packages") or [] if p.get("name") == name), "")
+            lines.append(f'  subgraph p{number}["{_label(f"{name} {version}".strip())}"]')
+            lines += [line(node, "    ") for node in members]
+            lines.append("  end")
+        lines += [line(node, "  ") for node in loose]
         for (source, target), loads in sorted(edges.items(), key=lambda e: (rank[e[0][0]], rank[e[0][1]])):
             if loads == {"static"}:
                 lines.append(f"  {ids[source]} --> {ids[target]}")
+            elif "delay" in loads:  # dashed says "not at start-up"; the label tells delay-loading from by-name
+                lines.append(f"  {ids[source]} -. delay .-> {ids[target]}")
             else:
-                lines.append(f"  {ids[source]} -.->|{'/'.join(sorted(loads))}| {ids[target]}")
+                lines.append(f"  {ids[source]} -.-> {ids[target]}")
         used = sorted({n.state for n in nodes.values()})
         for state in used:
             lines.append(f"  classDef {state} {_CLASSES.get(state, _CLASSES['unknown'])}")
@@ -668,8 +747,9 @@ class _Diagram:
 
     @staticmethod
     def _caption(no_cuda: int, skipped: int, notes: list[str]) -> str:
-        parts = ["Boxes are binaries (colour: verdict), rounded nodes the CUDA libraries they load (colour: route); "
-                 "dashed arrows are delay-loaded or loaded by name."]
+        parts = ["Boxes are binaries (colour and label: verdict), framed by the package that installed them; rounded "
+                 "nodes the CUDA libraries they load from outside the tree (colour and label: route); solid arrows "
+                 "are imports, dashed ones libraries loaded by name at run time (\"delay\": delay-loaded imports)."]
         left_out = []
         if no_cuda:
             left_out.append(_plural(no_cuda, "binary", "binaries") + " without CUDA")

@@ -18,6 +18,13 @@ Markdown on stdout) is rendered, the document passes through a `Redactor`:
   path inside the target becomes relative to the target, and the target's
   absolute path anywhere else in the report becomes ``<target>``.
 
+Host reports go through the same Redactor (`Redactor.for_host_report`), with
+one difference that keeps their paths usable: the home folder becomes
+``%USERPROFILE%`` (Windows) or ``~``, which the launchers and `cuda4amd run`
+expand back on that machine, and another user's home folder keeps its place
+(``C:\\Users\\<user>``, ``/home/<user>``). A path with a ``<user>`` or
+``<host>`` in it cannot be used as it stands (`is_redacted`).
+
 Values of a fixed vocabulary (verdicts, routes, families, load kinds, …) and
 imported function names are left alone, so a user called ``static`` cannot
 break the report's schema. The private strings are a parameter
@@ -28,12 +35,16 @@ from __future__ import annotations
 
 import os
 import re
-from dataclasses import dataclass
 from typing import Any, Iterable
 
-__all__ = ["HOME", "USER", "HOST", "TARGET", "PrivateStrings", "Redactor", "private_strings", "redact_document"]
+from cuda4amd.model import PrivateStrings
+
+__all__ = ["HOME", "USER", "HOST", "TARGET", "HOST_REPORT_HOME", "PrivateStrings", "Redactor", "private_strings",
+           "redact_document", "is_redacted"]
 
 HOME, USER, HOST, TARGET = "<home>", "<user>", "<host>", "<target>"
+#: what the home folder becomes in a host report, per platform: what `cuda4amd run` expands back
+HOST_REPORT_HOME = {"windows": "%USERPROFILE%", "linux": "~"}
 
 #: shortest user or host name that is redacted (a one-letter name would eat the report)
 MIN_NAME = 2
@@ -74,15 +85,6 @@ _KEEP = {
     ("packages", "verdict"), ("packages", "framework"),
     ("errors", "stage"),
 }
-
-
-@dataclass(frozen=True)
-class PrivateStrings:
-    """What a report must not contain: home folders, user names, host names."""
-
-    homes: tuple[str, ...] = ()
-    users: tuple[str, ...] = ()
-    hosts: tuple[str, ...] = ()
 
 
 def private_strings(environ: dict[str, str] | None = None) -> PrivateStrings:
@@ -136,8 +138,11 @@ class Redactor:
     """Replaces private strings in text, paths, report documents and graphs."""
 
     def __init__(self, private: PrivateStrings | None = None, *, target_root: str | os.PathLike[str] | None = None,
-                 cwd: str | os.PathLike[str] | None = None) -> None:
+                 cwd: str | os.PathLike[str] | None = None, home: str = HOME,
+                 keep_home_folders: bool = False) -> None:
         private = private_strings() if private is None else private
+        self.home = home
+        self.keep_home_folders = keep_home_folders
         self.target_root = os.fspath(target_root) if target_root is not None else None
         self.cwd = os.fspath(cwd) if cwd is not None else _cwd()
         self._paths: list[tuple[re.Pattern[str], str]] = []
@@ -145,7 +150,7 @@ class Redactor:
             self._paths.append((re.compile(_PATH_START + _path_pattern(self.target_root) + _PATH_END, re.I), TARGET))
         homes = sorted({h.rstrip("\\/") for h in private.homes if len(h.rstrip("\\/")) >= MIN_HOME}, key=len, reverse=True)
         for home in homes:
-            self._paths.append((re.compile(_PATH_START + _path_pattern(home) + _PATH_END, re.I), HOME))
+            self._paths.append((re.compile(_PATH_START + _path_pattern(home) + _PATH_END, re.I), self.home))
         names: dict[str, str] = {}
         for values, placeholder in ((private.hosts, HOST), (private.users, USER)):
             for value in values:
@@ -158,6 +163,14 @@ class Redactor:
             alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
             self._name_re = re.compile(_WORD_START + f"(?:{alternatives})" + _WORD_END, re.IGNORECASE)
 
+    @classmethod
+    def for_host_report(cls, platform: str, private: PrivateStrings | None = None) -> "Redactor":
+        """The redactor of a host report: the probes' private strings (none
+        when not given), the home folder as HOST_REPORT_HOME[platform], other
+        users' home folders kept as ``…\\Users\\<user>``."""
+        return cls(private if private is not None else PrivateStrings(), home=HOST_REPORT_HOME[platform],
+                   keep_home_folders=True)
+
     # -- strings ------------------------------------------------------------
 
     def text(self, value: str, *, target: bool = True) -> str:
@@ -166,7 +179,7 @@ class Redactor:
         for pattern, placeholder in self._paths:
             if target or placeholder != TARGET:
                 out = pattern.sub(placeholder, out)
-        out = _GENERIC_HOMES.sub(HOME, out)
+        out = _GENERIC_HOMES.sub(_users_folder if self.keep_home_folders else HOME, out)
         if self._name_re is not None:
             out = self._name_re.sub(lambda m: self._names.get(m.group(0).casefold(), USER), out)
         return out
@@ -208,6 +221,18 @@ class Redactor:
         if isinstance(value, str):
             return self.text(value)
         return value
+
+
+def _users_folder(match: re.Match[str]) -> str:
+    """`C:\\Users\\bob` -> `C:\\Users\\<user>`: the folder stays, the name goes."""
+    found = match.group(0)
+    return found[:max(found.rfind("\\"), found.rfind("/")) + 1] + USER
+
+
+def is_redacted(path: str) -> bool:
+    """Whether a path lost a user or host name to redaction, so that it cannot
+    be used as it stands (the home folder's ``~`` / ``%USERPROFILE%`` can)."""
+    return USER in path or HOST in path
 
 
 def _copy(value: Any) -> Any:

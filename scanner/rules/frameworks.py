@@ -14,24 +14,24 @@ import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Iterable, Sequence
+from typing import Iterable, Protocol, Sequence
 
-from cuda4amd.rules.loader import (
+from cuda4amd.rules.validate import (
+    ID_RE,
     PLATFORMS,
     Provenance,
     RulesError,
-    RuleSet,
-    _check,
-    _is_bool,
-    _is_nonempty_str,
-    _is_str,
-    _is_str_list,
-    _provenance,
-    _read_toml,
-    _rows,
-    _top_level,
-    load_rules,
+    check,
+    choice,
+    is_bool,
+    is_nonempty_str,
+    is_str,
+    is_str_list,
+    read_provenance,
+    read_toml,
+    rows,
     shipped_rules_dir,
+    top_level,
 )
 from cuda4amd.scan.distributions import canonical_name
 
@@ -49,7 +49,6 @@ SWITCH_KINDS: tuple[str, ...] = ("env", "python", "config")
 LOAD_KINDS: tuple[str, ...] = ("static", "delay", "by-name")
 CONFIDENCE: tuple[str, ...] = ("verified", "unverified")
 _WHEN_RE = re.compile(r"^(always|optional|feature: \S.*)$")
-_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 
 @dataclass(frozen=True)
@@ -127,32 +126,46 @@ class Framework:
 # loading
 # ---------------------------------------------------------------------------
 
-_FRAMEWORK_REQUIRED = {"id": _is_nonempty_str, "name": _is_nonempty_str, "distributions": _is_str_list}
-_FRAMEWORK_OPTIONAL = {"notes": _is_str_list}
-_LOAD_REQUIRED = {"family": _is_nonempty_str, "names": _is_str_list, "when": _is_str}
-_LOAD_OPTIONAL = {"load": _is_str, "platform": _is_str, "note": _is_str, "confidence": _is_str}
-_SWITCH_REQUIRED = {"avoids": _is_str_list, "kind": _is_str, "setting": _is_nonempty_str}
-_SWITCH_OPTIONAL = {"note": _is_str, "advice": _is_str, "platform": _is_str, "recommended": _is_bool,
-                    "confidence": _is_str}
-_INSTEAD_REQUIRED = {"when": _is_nonempty_str, "advice": _is_nonempty_str}
-_INSTEAD_OPTIONAL = {"note": _is_str, "platform": _is_str, "confidence": _is_str}
+_FRAMEWORK_REQUIRED = {"id": is_nonempty_str, "name": is_nonempty_str, "distributions": is_str_list}
+_FRAMEWORK_OPTIONAL = {"notes": is_str_list}
+_LOAD_REQUIRED = {"family": is_nonempty_str, "names": is_str_list, "when": is_str}
+_LOAD_OPTIONAL = {"load": is_str, "platform": is_str, "note": is_str, "confidence": is_str}
+_SWITCH_REQUIRED = {"avoids": is_str_list, "kind": is_str, "setting": is_nonempty_str}
+_SWITCH_OPTIONAL = {"note": is_str, "advice": is_str, "platform": is_str, "recommended": is_bool,
+                    "confidence": is_str}
+_INSTEAD_REQUIRED = {"when": is_nonempty_str, "advice": is_nonempty_str}
+_INSTEAD_OPTIONAL = {"note": is_str, "platform": is_str, "confidence": is_str}
+
+
+class _NamedFamily(Protocol):
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def name(self) -> str: ...
+
+
+class _HasFamilies(Protocol):
+    """What a framework file's family ids are checked against (a RuleSet)."""
+
+    @property
+    def families(self) -> Sequence[_NamedFamily]: ...
 
 
 def load_frameworks(
     rules_dir: str | os.PathLike[str] | None = None,
     *,
-    rules: RuleSet | None = None,
+    rules: _HasFamilies,
 ) -> tuple[Framework, ...]:
     """Load and validate every `*.toml` of a frameworks folder.
 
     `rules_dir` is a rules folder holding `frameworks/`, or the frameworks
     folder itself; default: the shipped `cuda4amd.ruledata/frameworks`.
-    `rules` (default: `load_rules()`) supplies the family ids files may cite.
-    Sorted by framework id.
+    `rules` (a RuleSet) supplies the family ids files may cite. Sorted by
+    framework id. `RuleSet.frameworks` is what the scan uses: every rules
+    folder's frameworks, loaded once.
     """
     folder = _frameworks_folder(rules_dir)
-    if rules is None:
-        rules = load_rules()
     families = {f.id: f.name for f in rules.families}
     frameworks: list[Framework] = []
     claimed: dict[str, str] = {}  # normalised distribution name -> framework id
@@ -182,15 +195,15 @@ def _frameworks_folder(rules_dir: str | os.PathLike[str] | None) -> Path:
 
 
 def _load_file(path: Path, families: dict[str, str]) -> Framework:
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead"))
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead"))
     if "framework" not in doc:
         raise RulesError(path, "missing the [framework] table (id, name, distributions)")
-    head = _check(path, "[framework]", doc["framework"], _FRAMEWORK_REQUIRED, _FRAMEWORK_OPTIONAL)
+    head = check(path, "[framework]", doc["framework"], _FRAMEWORK_REQUIRED, _FRAMEWORK_OPTIONAL)
     fid = head["id"]
-    if not _ID_RE.match(fid):
-        raise RulesError(path, f"[framework]: id must match {_ID_RE.pattern}, got {fid!r}")
+    if not ID_RE.match(fid):
+        raise RulesError(path, f"[framework]: id must match {ID_RE.pattern}, got {fid!r}")
     if fid != path.stem:
         raise RulesError(path, f"[framework]: id {fid!r} does not match the file name {path.name!r}")
     if not head["distributions"] or not all(d.strip() for d in head["distributions"]):
@@ -213,9 +226,9 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
         return value
 
     loads: list[LibraryLoad] = []
-    for i, row in enumerate(_rows(path, doc, "loads_by_name")):
+    for i, row in enumerate(rows(path, doc, "loads_by_name")):
         where = f"loads_by_name #{i + 1}"
-        _check(path, where, row, _LOAD_REQUIRED, _LOAD_OPTIONAL)
+        check(path, where, row, _LOAD_REQUIRED, _LOAD_OPTIONAL)
         fam = family(where, row["family"], allow_sass=False)
         if not row["names"] or not all(n.strip() for n in row["names"]):
             raise RulesError(path, f"{where}: 'names' must list at least one file name")
@@ -226,41 +239,41 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
             family=fam,
             names=tuple(row["names"]),
             when=row["when"],
-            load=_choice(path, where, "load", row.get("load"), LOAD_KINDS),
-            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            load=choice(path, where, "load", row.get("load"), LOAD_KINDS),
+            platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
             note=row.get("note", ""),
-            confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+            confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
         ))
 
     switches: list[Switch] = []
-    for i, row in enumerate(_rows(path, doc, "switch")):
+    for i, row in enumerate(rows(path, doc, "switch")):
         where = f"switch #{i + 1}"
-        _check(path, where, row, _SWITCH_REQUIRED, _SWITCH_OPTIONAL)
+        check(path, where, row, _SWITCH_REQUIRED, _SWITCH_OPTIONAL)
         if not row["avoids"]:
             raise RulesError(path, f"{where}: 'avoids' must name at least one family id or {SASS_ONLY!r}")
         avoids = tuple(family(where, a, allow_sass=True) for a in row["avoids"])
-        kind = _choice(path, where, "kind", row["kind"], SWITCH_KINDS)
+        kind = choice(path, where, "kind", row["kind"], SWITCH_KINDS)
         switches.append(Switch(
             avoids=avoids,
             kind=kind or "",
             setting=row["setting"],
             note=row.get("note", ""),
             advice=row.get("advice", ""),
-            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
             recommended=row.get("recommended", False),
-            confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+            confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
         ))
 
     instead: list[Instead] = []
-    for i, row in enumerate(_rows(path, doc, "instead")):
+    for i, row in enumerate(rows(path, doc, "instead")):
         where = f"instead #{i + 1}"
-        _check(path, where, row, _INSTEAD_REQUIRED, _INSTEAD_OPTIONAL)
+        check(path, where, row, _INSTEAD_REQUIRED, _INSTEAD_OPTIONAL)
         instead.append(Instead(
             when=family(where, row["when"], allow_sass=True),
             advice=row["advice"],
             note=row.get("note", ""),
-            platform=_choice(path, where, "platform", row.get("platform"), PLATFORMS),
-            confidence=_choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+            platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
         ))
 
     return Framework(
@@ -275,14 +288,6 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
         family_names=tuple(sorted((f, families[f]) for f in cited)),
         source=path,
     )
-
-
-def _choice(path: Path, where: str, key: str, value: Any, allowed: Sequence[str]) -> str | None:
-    if value is None:
-        return None
-    if value not in allowed:
-        raise RulesError(path, f"{where}: {key} must be one of {', '.join(allowed)}, got {value!r}")
-    return value
 
 
 # ---------------------------------------------------------------------------

@@ -17,20 +17,20 @@ from pathlib import Path
 from types import MappingProxyType
 from typing import Mapping
 
-from cuda4amd.rules.loader import (
+from cuda4amd.rules.validate import (
     Provenance,
     RulesError,
-    _check,
-    _check_platform_value,
-    _is_bool,
-    _is_nonempty_str,
-    _is_str,
-    _is_str_list,
-    _provenance,
-    _read_toml,
-    _rows,
-    _top_level,
+    check,
+    check_platform,
+    is_bool,
+    is_nonempty_str,
+    is_str,
+    is_str_list,
+    read_provenance,
+    read_toml,
+    rows,
     shipped_rules_dir,
+    top_level,
 )
 
 __all__ = ["GpuProfile", "GpuProfiles", "load_profiles", "normalize_model", "gfx_from_target_version",
@@ -80,6 +80,8 @@ class GpuProfiles:
     profiles: Mapping[str, GpuProfile]
     pitfalls: Mapping[str, tuple[str, str]]  # id -> (platform, text)
     provenance: Provenance | None = None
+    #: the provenance of extra rules folders' gpus.toml files merged in
+    extra: tuple[Provenance, ...] = ()
     _by_name: Mapping[str, str] = field(default_factory=dict, init=False, repr=False)
     _by_pci: Mapping[str, str] = field(default_factory=dict, init=False, repr=False)
 
@@ -155,85 +157,108 @@ def gfx_from_target_version(value: int) -> str | None:
     return f"gfx{major}{minor:x}{stepping:x}"
 
 
-_GPU_REQUIRED = {"gfx": _is_nonempty_str, "generation": _is_nonempty_str, "family": _is_str,
-                 "integrated": _is_bool, "wave32": _is_bool, "upstream_zluda": _is_bool,
-                 "windows_hip_sdk": _is_bool}
-_GPU_OPTIONAL = {"windows_hip_sdk_note": _is_str, "example_models": _is_str, "models": _is_str_list,
-                 "pci_ids": _is_str_list, "no_official_rocblas": _is_str_list, "linux_override": _is_str,
-                 "min_windows_hip_sdk": _is_str, "notes": _is_str, "pitfalls": _is_str_list}
-_PITFALL_REQUIRED = {"id": _is_nonempty_str, "platform": _is_str, "text": _is_nonempty_str}
+_GPU_REQUIRED = {"gfx": is_nonempty_str, "generation": is_nonempty_str, "family": is_str,
+                 "integrated": is_bool, "wave32": is_bool, "upstream_zluda": is_bool,
+                 "windows_hip_sdk": is_bool}
+_GPU_OPTIONAL = {"windows_hip_sdk_note": is_str, "example_models": is_str, "models": is_str_list,
+                 "pci_ids": is_str_list, "no_official_rocblas": is_str_list, "linux_override": is_str,
+                 "min_windows_hip_sdk": is_str, "notes": is_str, "pitfalls": is_str_list}
+_PITFALL_REQUIRED = {"id": is_nonempty_str, "platform": is_str, "text": is_nonempty_str}
 
 
-def load_profiles(path: str | os.PathLike[str] | None = None) -> GpuProfiles:
-    """Parse and validate a GPU profiles file (default: the shipped one)."""
+def load_profiles(path: str | os.PathLike[str] | None = None, *, base: GpuProfiles | None = None) -> GpuProfiles:
+    """Parse and validate a GPU profiles file (default: the shipped one).
+
+    With `base` (the profiles loaded so far), the file is an extra rules
+    folder's `gpus.toml`: its [[gpu]] rows add profiles or replace the base's
+    profile of the same gfx, its [[pitfall]] rows add or replace by id, and
+    it needs neither (the shipped file must have both)."""
     path = Path(path) if path is not None else shipped_rules_dir() / GPU_PROFILES_FILE
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "gpu", "pitfall"))
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "gpu", "pitfall"))
     profiles: dict[str, GpuProfile] = {}
-    names: dict[str, str] = {}
-    pcis: dict[str, str] = {}
-    for i, row in enumerate(_rows(path, doc, "gpu")):
-        where = f"gpu #{i + 1}"
-        if isinstance(row, dict) and isinstance(row.get("gfx"), str):
-            where = f"gpu {row['gfx']!r}"
-        _check(path, where, row, _GPU_REQUIRED, _GPU_OPTIONAL)
-        gfx = row["gfx"]
-        if not _GFX_RE.match(gfx):
-            raise RulesError(path, f"{where}: gfx must look like 'gfx1100', got {gfx!r}")
-        if gfx in profiles:
-            raise RulesError(path, f"duplicate gpu {gfx!r}")
-        if row["family"] not in FAMILIES:
-            raise RulesError(path, f"{where}: family must be one of {', '.join(FAMILIES)}, got {row['family']!r}")
-        if row["upstream_zluda"] and not row["wave32"]:
-            raise RulesError(path, f"{where}: upstream_zluda needs wave32 (upstream ZLUDA compiles for wave32)")
-        for m in row.get("models", ()):
-            key = normalize_model(m)
-            if not key:
-                raise RulesError(path, f"{where}: model {m!r} is empty after normalisation")
-            if names.get(key, gfx) != gfx:
-                raise RulesError(path, f"{where}: model {m!r} is already a model of {names[key]}")
-            names[key] = gfx
-        for pid in row.get("pci_ids", ()):
-            if not _PCI_RE.match(pid):
-                raise RulesError(path, f"{where}: pci id must be 4 upper-case hex digits, got {pid!r}")
-            if pcis.get(pid, gfx) != gfx:
-                raise RulesError(path, f"{where}: pci id {pid} is already an id of {pcis[pid]}")
-            pcis[pid] = gfx
-        for plat in row.get("no_official_rocblas", ()):
-            _check_platform_value(path, f"{where} no_official_rocblas", plat)
-        for key in ("linux_override", "min_windows_hip_sdk"):
-            if row.get(key) and not _VERSION_RE.match(row[key]):
-                raise RulesError(path, f"{where}: {key} must be a version like '10.3.0', got {row[key]!r}")
-        profiles[gfx] = GpuProfile(
-            gfx=gfx,
-            generation=row["generation"],
-            family=row["family"],
-            integrated=row["integrated"],
-            wave32=row["wave32"],
-            upstream_zluda=row["upstream_zluda"],
-            windows_hip_sdk=row["windows_hip_sdk"],
-            windows_hip_sdk_note=row.get("windows_hip_sdk_note", ""),
-            example_models=row.get("example_models", ""),
-            models=tuple(row.get("models", ())),
-            pci_ids=tuple(row.get("pci_ids", ())),
-            no_official_rocblas=tuple(row.get("no_official_rocblas", ())),
-            linux_override=row.get("linux_override", ""),
-            min_windows_hip_sdk=row.get("min_windows_hip_sdk", ""),
-            notes=row.get("notes", ""),
-            pitfalls=tuple(row.get("pitfalls", ())),
-        )
+    for i, row in enumerate(rows(path, doc, "gpu")):
+        profile = _gpu_row(path, i, row)
+        if profile.gfx in profiles:
+            raise RulesError(path, f"duplicate gpu {profile.gfx!r}")
+        profiles[profile.gfx] = profile
     pitfalls: dict[str, tuple[str, str]] = {}
-    for i, row in enumerate(_rows(path, doc, "pitfall")):
+    for i, row in enumerate(rows(path, doc, "pitfall")):
         where = f"pitfall #{i + 1}"
-        _check(path, where, row, _PITFALL_REQUIRED)
-        _check_platform_value(path, where, row["platform"])
+        check(path, where, row, _PITFALL_REQUIRED)
+        check_platform(path, where, row["platform"])
         if row["id"] in pitfalls:
             raise RulesError(path, f"duplicate pitfall {row['id']!r}")
         pitfalls[row["id"]] = (row["platform"], row["text"])
+    if base is not None:
+        profiles = {**base.profiles, **profiles}
+        pitfalls = {**base.pitfalls, **pitfalls}
+    _check_unique_names(path, profiles)
     missing = [p for p in PITFALL_IDS if p not in pitfalls]
     if missing:
         raise RulesError(path, f"missing [[pitfall]] rows the host checks use: {', '.join(missing)}")
     if not profiles:
         raise RulesError(path, "no [[gpu]] rows")
-    return GpuProfiles(MappingProxyType(profiles), MappingProxyType(pitfalls), prov)
+    return GpuProfiles(MappingProxyType(profiles), MappingProxyType(pitfalls),
+                       prov if base is None else base.provenance, (*(base.extra if base else ()), prov))
+
+
+def _gpu_row(path: Path, i: int, row: object) -> GpuProfile:
+    where = f"gpu #{i + 1}"
+    if isinstance(row, dict) and isinstance(row.get("gfx"), str):
+        where = f"gpu {row['gfx']!r}"
+    fields = check(path, where, row, _GPU_REQUIRED, _GPU_OPTIONAL)
+    gfx = fields["gfx"]
+    if not _GFX_RE.match(gfx):
+        raise RulesError(path, f"{where}: gfx must look like 'gfx1100', got {gfx!r}")
+    if fields["family"] not in FAMILIES:
+        raise RulesError(path, f"{where}: family must be one of {', '.join(FAMILIES)}, got {fields['family']!r}")
+    if fields["upstream_zluda"] and not fields["wave32"]:
+        raise RulesError(path, f"{where}: upstream_zluda needs wave32 (upstream ZLUDA compiles for wave32)")
+    for m in fields.get("models", ()):
+        if not normalize_model(m):
+            raise RulesError(path, f"{where}: model {m!r} is empty after normalisation")
+    for pid in fields.get("pci_ids", ()):
+        if not _PCI_RE.match(pid):
+            raise RulesError(path, f"{where}: pci id must be 4 upper-case hex digits, got {pid!r}")
+    for plat in fields.get("no_official_rocblas", ()):
+        check_platform(path, f"{where} no_official_rocblas", plat)
+    for key in ("linux_override", "min_windows_hip_sdk"):
+        if fields.get(key) and not _VERSION_RE.match(fields[key]):
+            raise RulesError(path, f"{where}: {key} must be a version like '10.3.0', got {fields[key]!r}")
+    return GpuProfile(
+        gfx=gfx,
+        generation=fields["generation"],
+        family=fields["family"],
+        integrated=fields["integrated"],
+        wave32=fields["wave32"],
+        upstream_zluda=fields["upstream_zluda"],
+        windows_hip_sdk=fields["windows_hip_sdk"],
+        windows_hip_sdk_note=fields.get("windows_hip_sdk_note", ""),
+        example_models=fields.get("example_models", ""),
+        models=tuple(fields.get("models", ())),
+        pci_ids=tuple(fields.get("pci_ids", ())),
+        no_official_rocblas=tuple(fields.get("no_official_rocblas", ())),
+        linux_override=fields.get("linux_override", ""),
+        min_windows_hip_sdk=fields.get("min_windows_hip_sdk", ""),
+        notes=fields.get("notes", ""),
+        pitfalls=tuple(fields.get("pitfalls", ())),
+    )
+
+
+def _check_unique_names(path: Path, profiles: Mapping[str, GpuProfile]) -> None:
+    """A model name or PCI id names one gfx only (across every loaded file)."""
+    names: dict[str, str] = {}
+    pcis: dict[str, str] = {}
+    for gfx, profile in profiles.items():
+        where = f"gpu {gfx!r}"
+        for m in profile.models:
+            key = normalize_model(m)
+            if names.get(key, gfx) != gfx:
+                raise RulesError(path, f"{where}: model {m!r} is already a model of {names[key]}")
+            names[key] = gfx
+        for pid in profile.pci_ids:
+            if pcis.get(pid, gfx) != gfx:
+                raise RulesError(path, f"{where}: pci id {pid} is already an id of {pcis[pid]}")
+            pcis[pid] = gfx

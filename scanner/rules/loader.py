@@ -15,17 +15,37 @@ from __future__ import annotations
 
 import os
 import re
-import sys
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Callable, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
+from cuda4amd.model import SYMBOL_STATES
+from cuda4amd.rules.frameworks import Framework, load_frameworks
+from cuda4amd.rules.gpus import GpuProfiles, load_profiles
+from cuda4amd.rules.validate import (
+    ID_RE,
+    PLATFORMS,
+    Provenance,
+    RulesError,
+    Schema,
+    check,
+    check_anchored,
+    check_platform,
+    compile_pattern,
+    is_bool,
+    is_int,
+    is_nonempty_str,
+    is_str,
+    is_str_list,
+    is_table,
+    read_provenance,
+    read_toml,
+    rows,
+    shipped_rules_dir,
+    top_level,
+)
 
 __all__ = [
     "PLATFORMS", "ROUTES", "SYSTEM_KINDS", "SYMBOL_STATES",
@@ -35,48 +55,23 @@ __all__ = [
 ]
 
 Platform = Literal["windows", "linux"]
-PLATFORMS: tuple[str, ...] = ("windows", "linux")
 #: routes of a dependency edge (DESIGN.md §3)
 ROUTES: tuple[str, ...] = ("redirect", "passthrough", "stub", "blocked", "unknown")
 #: routes a family may default to when ZLUDA ships no replacement for the file
 DEFAULT_ROUTES: tuple[str, ...] = ("passthrough", "stub", "blocked", "unknown")
 SYSTEM_KINDS: tuple[str, ...] = ("system", "api-set", "redistributable", "host")
-SYMBOL_STATES: tuple[str, ...] = ("implemented", "stub", "missing")
 
 FAMILIES_FILE = "families.toml"
 SYSTEM_FILE = "system.toml"
 ZLUDA_DIR = "zluda"
 RELEASES_FILE = "releases.toml"
-GPUS_FILE = "gpus.toml"  # GPU profiles, loaded by cuda4amd.host.profiles
-
-
-class RulesError(Exception):
-    """Invalid rule data: `path` is the offending file, `message` the problem."""
-
-    def __init__(self, path: str | os.PathLike[str], message: str) -> None:
-        self.path = Path(path)
-        self.message = message
-        super().__init__(f"{self.path}: {message}")
-
-    def __reduce__(self):  # keep picklable (multiprocessing) despite two args
-        return (type(self), (self.path, self.message))
+GPUS_FILE = "gpus.toml"  # GPU profiles (cuda4amd.rules.gpus)
+FRAMEWORKS_DIR = "frameworks"  # one file per Python framework (cuda4amd.rules.frameworks)
 
 
 # ---------------------------------------------------------------------------
 # data classes
 # ---------------------------------------------------------------------------
-
-@dataclass(frozen=True)
-class Provenance:
-    """Where a rule file's facts come from (its mandatory [provenance] table)."""
-
-    path: Path
-    generated_by: str
-    sources: tuple[str, ...]
-    upstream: tuple[str, ...] = ()
-    date: str | None = None
-    notes: tuple[str, ...] = ()
-
 
 @dataclass(frozen=True)
 class Family:
@@ -102,6 +97,9 @@ class Family:
     notes: tuple[str, ...] = ()
     #: regex of the C symbols the family's libraries export (None: not known)
     symbol_pattern_source: str | None = None
+    #: the AMD library ZLUDA's replacement calls, which the host must have
+    #: (a key of cuda4amd.host.sdk.LIBRARIES: "rocblas", "miopen", ...); None: none
+    host_library: str | None = None
     source: Path | None = field(default=None, compare=False)
 
     @cached_property
@@ -317,7 +315,7 @@ class _Matcher:
     def __call__(self, name: str) -> Any:
         if self._combined is not None:
             m = self._combined.match(name)
-            return None if m is None else self._labels[int(m.lastgroup[1:])]
+            return None if m is None or m.lastgroup is None else self._labels[int(m.lastgroup[1:])]
         for label, pattern in self._each or ():
             if pattern.match(name):
                 return label
@@ -369,6 +367,10 @@ class RuleSet:
     pins: tuple[Pin, ...]
     provenance: tuple[Provenance, ...] = ()
     release_paths: Mapping[str, Path] = field(default_factory=dict, repr=False)
+    #: every rules folder's gpus.toml, shipped first; a later file adds or replaces profiles
+    gpu_files: tuple[Path, ...] = ()
+    #: every rules folder's frameworks/ folder, shipped first; a later folder's framework wins
+    framework_dirs: tuple[Path, ...] = ()
     # per-instance cache of parsed releases (not global state)
     _releases: dict[str, ZludaRelease] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -394,6 +396,7 @@ class RuleSet:
         m = self._matchers.get(key)
         if m is None:
             flags = re.IGNORECASE if platform == "windows" else 0
+            entries: list[tuple[Any, Sequence[str], Path | None, str]]
             if kind == "family":
                 entries = [(f, f.pattern_sources(platform), f.source, f"family {f.id!r} {platform}")
                            for f in self.families]
@@ -467,6 +470,27 @@ class RuleSet:
                 return g.kind
         return None
 
+    @cached_property
+    def gpus(self) -> GpuProfiles:
+        """The GPU profiles of every rules folder, parsed on first use."""
+        if not self.gpu_files:
+            raise RulesError(shipped_rules_dir() / GPUS_FILE, "shipped rules file is missing")
+        profiles = load_profiles(self.gpu_files[0])
+        for extra in self.gpu_files[1:]:
+            profiles = load_profiles(extra, base=profiles)
+        return profiles
+
+    @cached_property
+    def frameworks(self) -> tuple[Framework, ...]:
+        """The framework files of every rules folder, parsed on first use. A
+        framework id of a later folder replaces the earlier one, and comes
+        first, so that its distributions are matched before the shipped ones."""
+        merged: dict[str, Framework] = {}
+        for folder in reversed(self.framework_dirs):
+            for fw in load_frameworks(folder, rules=self):
+                merged.setdefault(fw.id, fw)
+        return tuple(merged.values())
+
     def pin_for(self, tag: str, platform: str) -> Pin | None:
         return next((p for p in self.pins if p.tag == tag and p.platform == platform), None)
 
@@ -487,13 +511,6 @@ def _basename(file_name: str, platform: str) -> str:
     return file_name.rsplit("/", 1)[-1]
 
 
-def shipped_rules_dir() -> Path:
-    """The folder of the rules shipped with cuda4amd (the data package `cuda4amd.ruledata`)."""
-    from cuda4amd import ruledata
-
-    return Path(ruledata.__file__).resolve().parent
-
-
 def _tag_key(tag: str) -> tuple:
     """Order release tags: v6-preview.69 < v6 < v7-preview.9; others after, by name."""
     m = re.fullmatch(r"v(\d+)(?:-preview\.(\d+))?", tag)
@@ -503,149 +520,36 @@ def _tag_key(tag: str) -> tuple:
     return (0, major, 0 if preview is not None else 1, int(preview or 0))
 
 
-def _read_toml(path: Path) -> dict[str, Any]:
-    try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise RulesError(path, f"not valid TOML: {e}") from None
-    except OSError as e:
-        raise RulesError(path, f"cannot read: {e.strerror or e}") from None
-
-
-# type checkers for the schema tables
-def _is_str(v: Any) -> bool:
-    return isinstance(v, str)
-
-
-def _is_nonempty_str(v: Any) -> bool:
-    return isinstance(v, str) and v.strip() != ""
-
-
-def _is_str_list(v: Any) -> bool:
-    return isinstance(v, list) and all(isinstance(x, str) for x in v)
-
-
-def _is_int(v: Any) -> bool:
-    return isinstance(v, int) and not isinstance(v, bool)
-
-
-def _is_bool(v: Any) -> bool:
-    return isinstance(v, bool)
-
-
-def _is_table(v: Any) -> bool:
-    return isinstance(v, dict)
-
-
-_TYPE_NAMES: dict[Callable[[Any], bool], str] = {
-    _is_str: "a string", _is_nonempty_str: "a non-empty string",
-    _is_str_list: "a list of strings", _is_int: "an integer", _is_bool: "true or false",
-    _is_table: "a table",
-}
-
-Schema = Mapping[str, Callable[[Any], bool]]
-
-
-def _check(path: Path, where: str, obj: Any, required: Schema, optional: Schema = {}) -> dict[str, Any]:
-    if not isinstance(obj, dict):
-        raise RulesError(path, f"{where}: expected a table, got {type(obj).__name__}")
-    unknown = [k for k in obj if k not in required and k not in optional]
-    if unknown:
-        allowed = ", ".join([*required, *optional])
-        raise RulesError(path, f"{where}: unknown key {unknown[0]!r} (allowed: {allowed})")
-    for k in required:
-        if k not in obj:
-            raise RulesError(path, f"{where}: missing key {k!r}")
-    for k, v in obj.items():
-        ok = required.get(k) or optional[k]
-        if not ok(v):
-            raise RulesError(path, f"{where}: {k!r} must be {_TYPE_NAMES.get(ok, 'valid')}, got {v!r}")
-    return obj
-
-
-def _check_anchored(path: Path, where: str, pattern: str) -> None:
-    if not pattern.startswith("^"):
-        raise RulesError(path, f"{where}: pattern {pattern!r} must be anchored with '^'")
-
-
-def _compile(path: Path, where: str, pattern: str, flags: int = 0) -> re.Pattern[str]:
-    _check_anchored(path, where, pattern)
-    try:
-        return re.compile(pattern, flags)
-    except re.error as e:
-        raise RulesError(path, f"{where}: bad regex {pattern!r}: {e}") from None
-
-
-def _check_platform_value(path: Path, where: str, value: str) -> str:
-    if value not in PLATFORMS:
-        raise RulesError(path, f"{where}: platform must be one of {', '.join(PLATFORMS)}, got {value!r}")
-    return value
-
-
-_PROVENANCE_REQUIRED: Schema = {"generated_by": _is_nonempty_str, "sources": _is_str_list}
-_PROVENANCE_OPTIONAL: Schema = {"upstream": _is_str_list, "date": _is_str, "notes": _is_str_list}
-
-
-def _provenance(path: Path, doc: dict[str, Any]) -> Provenance:
-    if "provenance" not in doc:
-        raise RulesError(path, "missing the mandatory [provenance] table (generated_by, sources, ...)")
-    p = _check(path, "[provenance]", doc["provenance"], _PROVENANCE_REQUIRED, _PROVENANCE_OPTIONAL)
-    if not p["sources"] or not all(s.strip() for s in p["sources"]):
-        raise RulesError(path, "[provenance]: 'sources' must list at least one non-empty source")
-    return Provenance(
-        path=path,
-        generated_by=p["generated_by"],
-        sources=tuple(p["sources"]),
-        upstream=tuple(p.get("upstream", ())),
-        date=p.get("date"),
-        notes=tuple(p.get("notes", ())),
-    )
-
-
-def _top_level(path: Path, doc: dict[str, Any], allowed: Sequence[str]) -> None:
-    for k in doc:
-        if k not in allowed:
-            raise RulesError(path, f"unknown top-level key {k!r} (allowed: {', '.join(allowed)})")
-
-
-def _rows(path: Path, doc: dict[str, Any], key: str) -> list[Any]:
-    rows = doc.get(key, [])
-    if not isinstance(rows, list):
-        raise RulesError(path, f"{key!r} must be an array of tables ([[{key}]])")
-    return rows
-
-
-_ID_RE = re.compile(r"^[a-z][a-z0-9_]*$")
 
 # ---------------------------------------------------------------------------
 # families.toml
 # ---------------------------------------------------------------------------
 
 _FAMILY_REQUIRED: Schema = {
-    "id": _is_nonempty_str, "name": _is_nonempty_str, "windows": _is_str_list, "linux": _is_str_list,
-    "zluda_libraries": _is_str_list, "default_route": _is_str, "amd_equivalent": _is_str,
-    "zluda_status": _is_str, "advice": _is_nonempty_str, "evidence": _is_str,
+    "id": is_nonempty_str, "name": is_nonempty_str, "windows": is_str_list, "linux": is_str_list,
+    "zluda_libraries": is_str_list, "default_route": is_str, "amd_equivalent": is_str,
+    "zluda_status": is_str, "advice": is_nonempty_str, "evidence": is_str,
 }
-_FAMILY_OPTIONAL: Schema = {"cuda_versions": _is_str, "notes": _is_str_list, "symbol_pattern": _is_str}
-_UNKNOWN_REQUIRED: Schema = {"platform": _is_str, "pattern": _is_str}
-_UNKNOWN_OPTIONAL: Schema = {"note": _is_str}
+_FAMILY_OPTIONAL: Schema = {"cuda_versions": is_str, "notes": is_str_list, "symbol_pattern": is_str,
+                            "host_library": is_nonempty_str}
+_UNKNOWN_REQUIRED: Schema = {"platform": is_str, "pattern": is_str}
+_UNKNOWN_OPTIONAL: Schema = {"note": is_str}
 
 
 def _load_families(path: Path) -> tuple[Provenance, list[Family], list[UnknownPattern]]:
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "family", "unknown"))
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "family", "unknown"))
     families: list[Family] = []
     seen: set[str] = set()
-    for i, row in enumerate(_rows(path, doc, "family")):
+    for i, row in enumerate(rows(path, doc, "family")):
         where = f"family #{i + 1}"
         if isinstance(row, dict) and isinstance(row.get("id"), str):
             where = f"family {row['id']!r}"
-        _check(path, where, row, _FAMILY_REQUIRED, _FAMILY_OPTIONAL)
+        check(path, where, row, _FAMILY_REQUIRED, _FAMILY_OPTIONAL)
         fid = row["id"]
-        if not _ID_RE.match(fid):
-            raise RulesError(path, f"{where}: id must match {_ID_RE.pattern}")
+        if not ID_RE.match(fid):
+            raise RulesError(path, f"{where}: id must match {ID_RE.pattern}")
         if fid in seen:
             raise RulesError(path, f"duplicate family id {fid!r}")
         seen.add(fid)
@@ -653,15 +557,15 @@ def _load_families(path: Path) -> tuple[Provenance, list[Family], list[UnknownPa
             raise RulesError(path, f"{where}: default_route must be one of {', '.join(DEFAULT_ROUTES)}, "
                                    f"got {row['default_route']!r}")
         for lib in row["zluda_libraries"]:
-            if not _ID_RE.match(lib):
+            if not ID_RE.match(lib):
                 raise RulesError(path, f"{where}: zluda_libraries entry {lib!r} is not a function-table key")
         if not row["windows"] and not row["linux"]:
             raise RulesError(path, f"{where}: needs at least one windows or linux pattern")
         for platform in PLATFORMS:
             for src in row[platform]:
-                _check_anchored(path, f"{where} {platform}", src)
+                check_anchored(path, f"{where} {platform}", src)
         if "symbol_pattern" in row:
-            _check_anchored(path, f"{where} symbol_pattern", row["symbol_pattern"])
+            check_anchored(path, f"{where} symbol_pattern", row["symbol_pattern"])
         families.append(Family(
             id=fid,
             name=row["name"],
@@ -676,14 +580,15 @@ def _load_families(path: Path) -> tuple[Provenance, list[Family], list[UnknownPa
             cuda_versions=row.get("cuda_versions", ""),
             notes=tuple(row.get("notes", ())),
             symbol_pattern_source=row.get("symbol_pattern"),
+            host_library=row.get("host_library"),
             source=path,
         ))
     unknown: list[UnknownPattern] = []
-    for i, row in enumerate(_rows(path, doc, "unknown")):
+    for i, row in enumerate(rows(path, doc, "unknown")):
         where = f"unknown #{i + 1}"
-        _check(path, where, row, _UNKNOWN_REQUIRED, _UNKNOWN_OPTIONAL)
-        platform = _check_platform_value(path, where, row["platform"])
-        _check_anchored(path, where, row["pattern"])
+        check(path, where, row, _UNKNOWN_REQUIRED, _UNKNOWN_OPTIONAL)
+        platform = check_platform(path, where, row["platform"])
+        check_anchored(path, where, row["pattern"])
         unknown.append(UnknownPattern(platform, row["pattern"], row.get("note", ""), path))
     return prov, families, unknown
 
@@ -692,20 +597,20 @@ def _load_families(path: Path) -> tuple[Provenance, list[Family], list[UnknownPa
 # system.toml
 # ---------------------------------------------------------------------------
 
-_GROUP_REQUIRED: Schema = {"platform": _is_str, "kind": _is_str}
-_GROUP_OPTIONAL: Schema = {"names": _is_str_list, "prefixes": _is_str_list, "patterns": _is_str_list,
-                           "note": _is_str}
+_GROUP_REQUIRED: Schema = {"platform": is_str, "kind": is_str}
+_GROUP_OPTIONAL: Schema = {"names": is_str_list, "prefixes": is_str_list, "patterns": is_str_list,
+                           "note": is_str}
 
 
 def _load_system(path: Path) -> tuple[Provenance, list[SystemGroup]]:
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "group"))
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "group"))
     groups: list[SystemGroup] = []
-    for i, row in enumerate(_rows(path, doc, "group")):
+    for i, row in enumerate(rows(path, doc, "group")):
         where = f"group #{i + 1}"
-        _check(path, where, row, _GROUP_REQUIRED, _GROUP_OPTIONAL)
-        platform = _check_platform_value(path, where, row["platform"])
+        check(path, where, row, _GROUP_REQUIRED, _GROUP_OPTIONAL)
+        platform = check_platform(path, where, row["platform"])
         if row["kind"] not in SYSTEM_KINDS:
             raise RulesError(path, f"{where}: kind must be one of {', '.join(SYSTEM_KINDS)}, got {row['kind']!r}")
         if not (row.get("names") or row.get("prefixes") or row.get("patterns")):
@@ -721,7 +626,7 @@ def _load_system(path: Path) -> tuple[Provenance, list[SystemGroup]]:
             kind=row["kind"],
             names=frozenset(names),
             prefixes=tuple(prefixes),
-            patterns=tuple(_compile(path, where, p, flags) for p in row.get("patterns", ())),
+            patterns=tuple(compile_pattern(path, where, p, flags) for p in row.get("patterns", ())),
             note=row.get("note", ""),
         ))
     return prov, groups
@@ -731,25 +636,25 @@ def _load_system(path: Path) -> tuple[Provenance, list[SystemGroup]]:
 # zluda/releases.toml
 # ---------------------------------------------------------------------------
 
-_PIN_REQUIRED: Schema = {"flavour": _is_nonempty_str, "tag": _is_nonempty_str, "platform": _is_str,
-                         "asset": _is_nonempty_str, "bytes": _is_int, "sha256": _is_str}
-_PIN_OPTIONAL: Schema = {"commit": _is_str, "date": _is_str, "source": _is_str}
+_PIN_REQUIRED: Schema = {"flavour": is_nonempty_str, "tag": is_nonempty_str, "platform": is_str,
+                         "asset": is_nonempty_str, "bytes": is_int, "sha256": is_str}
+_PIN_OPTIONAL: Schema = {"commit": is_str, "date": is_str, "source": is_str}
 _SHA256_RE = re.compile(r"^[0-9a-f]{64}$")
 
 
 def _load_releases_index(path: Path) -> tuple[Provenance, str | None, list[Pin]]:
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "releases", "pin"))
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "releases", "pin"))
     default = None
     if "releases" in doc:
-        r = _check(path, "[releases]", doc["releases"], {}, {"default": _is_nonempty_str})
+        r = check(path, "[releases]", doc["releases"], {}, {"default": is_nonempty_str})
         default = r.get("default")
     pins: list[Pin] = []
-    for i, row in enumerate(_rows(path, doc, "pin")):
+    for i, row in enumerate(rows(path, doc, "pin")):
         where = f"pin #{i + 1}"
-        _check(path, where, row, _PIN_REQUIRED, _PIN_OPTIONAL)
-        _check_platform_value(path, where, row["platform"])
+        check(path, where, row, _PIN_REQUIRED, _PIN_OPTIONAL)
+        check_platform(path, where, row["platform"])
         if row["bytes"] <= 0:
             raise RulesError(path, f"{where}: bytes must be positive")
         if not _SHA256_RE.match(row["sha256"]):
@@ -764,34 +669,53 @@ def _load_releases_index(path: Path) -> tuple[Provenance, str | None, list[Pin]]
 # zluda/<tag>.toml
 # ---------------------------------------------------------------------------
 
-_RELEASE_REQUIRED: Schema = {"tag": _is_nonempty_str, "commit": _is_str, "date": _is_str}
-_RELEASE_OPTIONAL: Schema = {"repository": _is_str}
-_FILE_REQUIRED: Schema = {"platform": _is_str, "path": _is_nonempty_str, "replaces": _is_str,
-                          "backend": _is_str}
-_FILE_OPTIONAL: Schema = {"library": _is_nonempty_str, "link_to": _is_nonempty_str, "notes": _is_str}
-_FUNCTIONS_OPTIONAL: Schema = {"implemented": _is_str_list, "stub": _is_str_list, "detail": _is_table}
-_REDIRECT_REQUIRED: Schema = {"mechanism": _is_nonempty_str, "platform": _is_str, "bits": _is_int,
-                              "name": _is_nonempty_str}
-_REDIRECT_OPTIONAL: Schema = {"short_name": _is_str, "is_alias": _is_bool, "in_system32": _is_bool,
-                              "trace_env_var": _is_str, "source": _is_str}
+_RELEASE_REQUIRED: Schema = {"tag": is_nonempty_str, "commit": is_str, "date": is_str}
+_RELEASE_OPTIONAL: Schema = {"repository": is_str}
+_FILE_REQUIRED: Schema = {"platform": is_str, "path": is_nonempty_str, "replaces": is_str,
+                          "backend": is_str}
+_FILE_OPTIONAL: Schema = {"library": is_nonempty_str, "link_to": is_nonempty_str, "notes": is_str}
+_FUNCTIONS_OPTIONAL: Schema = {"implemented": is_str_list, "stub": is_str_list, "detail": is_table}
+_REDIRECT_REQUIRED: Schema = {"mechanism": is_nonempty_str, "platform": is_str, "bits": is_int,
+                              "name": is_nonempty_str}
+_REDIRECT_OPTIONAL: Schema = {"short_name": is_str, "is_alias": is_bool, "in_system32": is_bool,
+                              "trace_env_var": is_str, "source": is_str}
 _COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 
 
 def load_release(path: str | os.PathLike[str]) -> ZludaRelease:
     """Parse and validate one zluda/<tag>.toml file."""
     path = Path(path)
-    doc = _read_toml(path)
-    prov = _provenance(path, doc)
-    _top_level(path, doc, ("provenance", "release", "file", "functions", "redirect"))
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "release", "file", "functions", "redirect"))
     if "release" not in doc:
         raise RulesError(path, "missing the [release] table (tag, commit, date)")
-    rel = _check(path, "[release]", doc["release"], _RELEASE_REQUIRED, _RELEASE_OPTIONAL)
+    rel = check(path, "[release]", doc["release"], _RELEASE_REQUIRED, _RELEASE_OPTIONAL)
     tag = rel["tag"]
     if tag != path.stem:
         raise RulesError(path, f"[release] tag {tag!r} does not match the file name {path.name!r}")
     if not _COMMIT_RE.match(rel["commit"]):
         raise RulesError(path, f"[release] commit must be 7-40 lower-case hex digits, got {rel['commit']!r}")
 
+    functions, details = _release_functions(path, doc)
+    files = _release_files(path, doc, functions)
+    redirects = _release_redirects(path, doc)
+
+    return ZludaRelease(
+        tag=tag,
+        commit=rel["commit"],
+        date=rel["date"],
+        files=tuple(files),
+        functions=MappingProxyType(functions),
+        redirects=tuple(redirects),
+        details=MappingProxyType(details),
+        provenance=prov,
+    )
+
+
+def _release_functions(path: Path, doc: dict[str, Any]) -> tuple[dict[str, Mapping[str, str]],
+                                                                 dict[str, Mapping[str, str]]]:
+    """[functions.<library>]: library -> {function -> state}, and the details."""
     functions: dict[str, Mapping[str, str]] = {}
     details: dict[str, Mapping[str, str]] = {}
     raw_functions = doc.get("functions", {})
@@ -799,9 +723,9 @@ def load_release(path: str | os.PathLike[str]) -> ZludaRelease:
         raise RulesError(path, "'functions' must be a table of [functions.<library>] tables")
     for lib, table in raw_functions.items():
         where = f"[functions.{lib}]"
-        if not _ID_RE.match(lib):
-            raise RulesError(path, f"{where}: library key must match {_ID_RE.pattern}")
-        _check(path, where, table, {}, _FUNCTIONS_OPTIONAL)
+        if not ID_RE.match(lib):
+            raise RulesError(path, f"{where}: library key must match {ID_RE.pattern}")
+        check(path, where, table, {}, _FUNCTIONS_OPTIONAL)
         states: dict[str, str] = {}
         for status in ("implemented", "stub"):
             for fn in table.get(status, ()):
@@ -819,15 +743,19 @@ def load_release(path: str | os.PathLike[str]) -> ZludaRelease:
         functions[lib] = MappingProxyType(states)
         if detail:
             details[lib] = MappingProxyType(dict(detail))
+    return functions, details
 
+
+def _release_files(path: Path, doc: dict[str, Any], functions: Mapping[str, Any]) -> list[ZludaFile]:
+    """The [[file]] rows, each link_to reaching a real file of the release."""
     files: list[ZludaFile] = []
     seen_paths: set[tuple[str, str]] = set()
-    for i, row in enumerate(_rows(path, doc, "file")):
+    for i, row in enumerate(rows(path, doc, "file")):
         where = f"file #{i + 1}"
         if isinstance(row, dict) and isinstance(row.get("path"), str):
             where = f"file {row['path']!r}"
-        _check(path, where, row, _FILE_REQUIRED, _FILE_OPTIONAL)
-        platform = _check_platform_value(path, where, row["platform"])
+        check(path, where, row, _FILE_REQUIRED, _FILE_OPTIONAL)
+        platform = check_platform(path, where, row["platform"])
         p = row["path"]
         if p.startswith("/") or "\\" in p or ".." in p.split("/"):
             raise RulesError(path, f"{where}: path must be relative, '/'-separated, without '..'")
@@ -855,28 +783,21 @@ def load_release(path: str | os.PathLike[str]) -> ZludaRelease:
                 raise RulesError(path, f"file {f.path!r}: link_to loop")
             seen.add(nxt.path)
             cur = nxt
+    return files
 
+
+def _release_redirects(path: Path, doc: dict[str, Any]) -> list[Redirect]:
     redirects: list[Redirect] = []
-    for i, row in enumerate(_rows(path, doc, "redirect")):
+    for i, row in enumerate(rows(path, doc, "redirect")):
         where = f"redirect #{i + 1}"
-        _check(path, where, row, _REDIRECT_REQUIRED, _REDIRECT_OPTIONAL)
-        platform = _check_platform_value(path, where, row["platform"])
+        check(path, where, row, _REDIRECT_REQUIRED, _REDIRECT_OPTIONAL)
+        platform = check_platform(path, where, row["platform"])
         if row["bits"] not in (32, 64):
             raise RulesError(path, f"{where}: bits must be 32 or 64")
         redirects.append(Redirect(row["mechanism"], platform, row["bits"], row["name"],
                                   row.get("short_name", ""), row.get("is_alias"), row.get("in_system32"),
                                   row.get("trace_env_var", ""), row.get("source", "")))
-
-    return ZludaRelease(
-        tag=tag,
-        commit=rel["commit"],
-        date=rel["date"],
-        files=tuple(files),
-        functions=MappingProxyType(functions),
-        redirects=tuple(redirects),
-        details=MappingProxyType(details),
-        provenance=prov,
-    )
+    return redirects
 
 
 # ---------------------------------------------------------------------------
@@ -890,11 +811,11 @@ def _compile_all(path: Path, families: Sequence[Family], unknown: Sequence[Unkno
         for platform in PLATFORMS:
             flags = re.IGNORECASE if platform == "windows" else 0
             for src in fam.pattern_sources(platform):
-                _compile(path, f"family {fam.id!r} {platform}", src, flags)
+                compile_pattern(path, f"family {fam.id!r} {platform}", src, flags)
         if fam.symbol_pattern_source is not None:
-            _compile(path, f"family {fam.id!r} symbol_pattern", fam.symbol_pattern_source)
+            compile_pattern(path, f"family {fam.id!r} symbol_pattern", fam.symbol_pattern_source)
     for u in unknown:
-        _compile(path, f"unknown {u.pattern!r}", u.pattern, re.IGNORECASE if u.platform == "windows" else 0)
+        compile_pattern(path, f"unknown {u.pattern!r}", u.pattern, re.IGNORECASE if u.platform == "windows" else 0)
 
 
 def _toml_files(folder: Path) -> list[Path]:
@@ -904,99 +825,135 @@ def _toml_files(folder: Path) -> list[Path]:
         return []
 
 
-def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
-    """Load the shipped rules, then each folder of `extra_dirs` in order.
+@dataclass
+class _Loading:
+    """What load_rules has gathered so far, folder by folder (shipped first)."""
 
-    Every folder has the same layout, each file optional in an extra folder:
-    ``families.toml``, ``system.toml``, ``zluda/releases.toml``,
-    ``zluda/<tag>.toml``. Extra folders add families, unknown-name patterns,
-    system groups, releases and pins; re-using a family id, a release tag or a
-    pin raises RulesError. An extra ``zluda/releases.toml`` may set
-    ``[releases] default`` (the last one wins). Release tables are parsed
-    only when ``RuleSet.release(tag)`` first asks for them.
-    """
-    shipped = shipped_rules_dir()
-    folders = [shipped, *(Path(d) for d in extra_dirs)]
-    families: list[Family] = []
-    family_src: dict[str, Path] = {}
-    unknown: list[UnknownPattern] = []
-    system: list[SystemGroup] = []
-    pins: list[Pin] = []
-    provenance: list[Provenance] = []
-    release_paths: dict[str, Path] = {}
+    shipped: Path
+    families: list[Family] = field(default_factory=list)
+    family_src: dict[str, Path] = field(default_factory=dict)
+    unknown: list[UnknownPattern] = field(default_factory=list)
+    system: list[SystemGroup] = field(default_factory=list)
+    pins: list[Pin] = field(default_factory=list)
+    provenance: list[Provenance] = field(default_factory=list)
+    release_paths: dict[str, Path] = field(default_factory=dict)
     default: str | None = None
     default_src: Path | None = None
+    gpu_files: list[Path] = field(default_factory=list)
+    framework_dirs: list[Path] = field(default_factory=list)
 
-    for folder in folders:
-        is_shipped = folder == shipped
+    def add_folder(self, folder: Path) -> None:
+        is_shipped = folder == self.shipped
         if not folder.is_dir():
             raise RulesError(folder, "rules folder does not exist")
         top = {p.name: p for p in _toml_files(folder)}
         for name, p in top.items():
             if name not in (FAMILIES_FILE, SYSTEM_FILE, GPUS_FILE):
                 raise RulesError(p, f"unknown rules file (expected {FAMILIES_FILE}, {SYSTEM_FILE}, {GPUS_FILE}, "
-                                    f"{ZLUDA_DIR}/{RELEASES_FILE} or {ZLUDA_DIR}/<tag>.toml)")
-        for required in (FAMILIES_FILE, SYSTEM_FILE):
+                                    f"{ZLUDA_DIR}/{RELEASES_FILE}, {ZLUDA_DIR}/<tag>.toml or "
+                                    f"{FRAMEWORKS_DIR}/<id>.toml)")
+        for required in (FAMILIES_FILE, SYSTEM_FILE, GPUS_FILE):
             if is_shipped and required not in top:
                 raise RulesError(folder / required, "shipped rules file is missing")
-
         if FAMILIES_FILE in top:
-            prov, fams, unk = _load_families(top[FAMILIES_FILE])
-            provenance.append(prov)
-            if not is_shipped:
-                _compile_all(top[FAMILIES_FILE], fams, unk)
-            for fam in fams:
-                if fam.id in family_src:
-                    raise RulesError(top[FAMILIES_FILE], f"duplicate family id {fam.id!r} "
-                                                         f"(already defined in {family_src[fam.id]})")
-                family_src[fam.id] = top[FAMILIES_FILE]
-            families += fams
-            unknown += unk
+            self.add_families(top[FAMILIES_FILE], compile_now=not is_shipped)
         if SYSTEM_FILE in top:
-            prov, groups = _load_system(top[SYSTEM_FILE])
-            provenance.append(prov)
-            known = {(g.platform, n): g.kind for g in system for n in g.names}
-            for g in groups:
-                for n in g.names:
-                    if known.get((g.platform, n), g.kind) != g.kind:
-                        raise RulesError(top[SYSTEM_FILE], f"{g.platform} name {n!r} is already of kind "
-                                                           f"{known[(g.platform, n)]!r}, not {g.kind!r}")
-                    known[(g.platform, n)] = g.kind
-            system += groups
+            self.add_system(top[SYSTEM_FILE])
+        if GPUS_FILE in top:
+            self.gpu_files.append(top[GPUS_FILE])
+        if (folder / FRAMEWORKS_DIR).is_dir():
+            self.framework_dirs.append(folder / FRAMEWORKS_DIR)
+        elif is_shipped:
+            raise RulesError(folder / FRAMEWORKS_DIR, "shipped rules folder is missing")
+        self.add_zluda(folder / ZLUDA_DIR, is_shipped)
 
-        zfiles = _toml_files(folder / ZLUDA_DIR)
-        names = {p.name for p in zfiles}
-        if is_shipped and RELEASES_FILE not in names:
-            raise RulesError(folder / ZLUDA_DIR / RELEASES_FILE, "shipped rules file is missing")
+    def add_families(self, path: Path, compile_now: bool) -> None:
+        prov, fams, unk = _load_families(path)
+        self.provenance.append(prov)
+        if compile_now:
+            _compile_all(path, fams, unk)
+        for fam in fams:
+            if fam.id in self.family_src:
+                raise RulesError(path, f"duplicate family id {fam.id!r} (already defined in {self.family_src[fam.id]})")
+            self.family_src[fam.id] = path
+        self.families += fams
+        self.unknown += unk
+
+    def add_system(self, path: Path) -> None:
+        prov, groups = _load_system(path)
+        self.provenance.append(prov)
+        known = {(g.platform, n): g.kind for g in self.system for n in g.names}
+        for g in groups:
+            for n in g.names:
+                if known.get((g.platform, n), g.kind) != g.kind:
+                    raise RulesError(path, f"{g.platform} name {n!r} is already of kind "
+                                           f"{known[(g.platform, n)]!r}, not {g.kind!r}")
+                known[(g.platform, n)] = g.kind
+        self.system += groups
+
+    def add_zluda(self, folder: Path, is_shipped: bool) -> None:
+        zfiles = _toml_files(folder)
+        if is_shipped and RELEASES_FILE not in {p.name for p in zfiles}:
+            raise RulesError(folder / RELEASES_FILE, "shipped rules file is missing")
         for p in zfiles:
             if p.name == RELEASES_FILE:
-                prov, d, ps = _load_releases_index(p)
-                provenance.append(prov)
-                if d is not None:
-                    default, default_src = d, p
-                for pin in ps:
-                    if any((q.tag, q.platform, q.asset) == (pin.tag, pin.platform, pin.asset) for q in pins):
+                prov, default, pins = _load_releases_index(p)
+                self.provenance.append(prov)
+                if default is not None:
+                    self.default, self.default_src = default, p
+                for pin in pins:
+                    if any((q.tag, q.platform, q.asset) == (pin.tag, pin.platform, pin.asset) for q in self.pins):
                         raise RulesError(p, f"duplicate pin for {pin.tag} {pin.platform} {pin.asset}")
-                pins += ps
+                self.pins += pins
                 continue
             tag = p.stem
-            if tag in release_paths:
-                raise RulesError(p, f"ZLUDA release {tag!r} is already defined in {release_paths[tag]}")
-            release_paths[tag] = p
+            if tag in self.release_paths:
+                raise RulesError(p, f"ZLUDA release {tag!r} is already defined in {self.release_paths[tag]}")
+            self.release_paths[tag] = p
 
-    tags = tuple(sorted(release_paths, key=_tag_key))
-    if default is None:
-        raise RulesError(shipped / ZLUDA_DIR / RELEASES_FILE, "no [releases] default is set")
-    if default not in release_paths:
-        raise RulesError(default_src or shipped, f"default release {default!r} has no zluda/{default}.toml; "
-                                                 f"known: {', '.join(tags)}")
-    return RuleSet(
-        families=tuple(families),
-        unknown=tuple(unknown),
-        system=tuple(system),
-        default_release=default,
-        release_tags=tags,
-        pins=tuple(pins),
-        provenance=tuple(provenance),
-        release_paths=MappingProxyType(release_paths),
-    )
+    def rule_set(self) -> RuleSet:
+        tags = tuple(sorted(self.release_paths, key=_tag_key))
+        if self.default is None:
+            raise RulesError(self.shipped / ZLUDA_DIR / RELEASES_FILE, "no [releases] default is set")
+        if self.default not in self.release_paths:
+            raise RulesError(self.default_src or self.shipped,
+                             f"default release {self.default!r} has no zluda/{self.default}.toml; "
+                             f"known: {', '.join(tags)}")
+        return RuleSet(
+            families=tuple(self.families),
+            unknown=tuple(self.unknown),
+            system=tuple(self.system),
+            default_release=self.default,
+            release_tags=tags,
+            pins=tuple(self.pins),
+            provenance=tuple(self.provenance),
+            release_paths=MappingProxyType(self.release_paths),
+            gpu_files=tuple(self.gpu_files),
+            framework_dirs=tuple(self.framework_dirs),
+        )
+
+
+def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
+    """Load the shipped rules, then each folder of `extra_dirs` in order.
+
+    Every folder has the same layout, each file optional in an extra folder:
+    ``families.toml``, ``system.toml``, ``gpus.toml``, ``frameworks/<id>.toml``,
+    ``zluda/releases.toml``, ``zluda/<tag>.toml``. Extra folders add families,
+    unknown-name patterns, system groups, releases and pins (re-using a
+    family id, a release tag or a pin raises RulesError); they add or replace
+    GPU profiles (by gfx), pitfalls (by id) and frameworks (by id). An extra
+    ``zluda/releases.toml`` may set ``[releases] default`` (the last one
+    wins). Release tables are parsed when ``RuleSet.release(tag)`` first asks
+    for them; GPU profiles and frameworks on first use of ``RuleSet.gpus`` /
+    ``RuleSet.frameworks``, except an extra folder's, which are parsed here so
+    that their errors show at once.
+    """
+    loading = _Loading(shipped_rules_dir())
+    for folder in (loading.shipped, *(Path(d) for d in extra_dirs)):
+        loading.add_folder(folder)
+    rules = loading.rule_set()
+    if len(rules.gpu_files) > 1:
+        rules.gpus  # noqa: B018 - parse the extra gpus.toml now: its errors are the user's
+    if len(rules.framework_dirs) > 1:
+        rules.frameworks  # noqa: B018 - likewise for the extra frameworks
+    return rules

@@ -4,11 +4,9 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass, field, replace
 
-from cuda4amd.model import ScannedBinary
+from cuda4amd.model import SYMBOL_STATES, ScannedBinary
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.graph import Edge, platform_of
-
-SYMBOL_STATES = ("implemented", "stub", "missing")
 
 
 @dataclass(frozen=True)

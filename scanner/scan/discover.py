@@ -11,20 +11,33 @@ walk goes on.
 """
 from __future__ import annotations
 
+import lzma
 import os
 import posixpath
 import re
 import stat
 import zipfile
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Callable, Literal
 
 from cuda4amd.model import FileError
-from cuda4amd.scan.read.engine import sniff, sniff_file
+from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, sniff_file
 
 # What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
 OWN_FOLDER = ".cuda4amd"
+
+#: What reading a damaged zip member raises: a bad CRC (BadZipFile), a corrupt
+#: deflate/bzip2/LZMA stream (zlib.error, OSError, LZMAError), a cut-off one
+#: (EOFError), an encrypted one (RuntimeError), an unknown method (NotImplementedError).
+ARCHIVE_ERRORS = (OSError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFError, RuntimeError, ValueError,
+                  NotImplementedError)
+
+#: Bytes one archive member may claim (its uncompressed size): zipfile never
+#: inflates past the claim, and the largest CUDA library in a wheel is well
+#: under 4 GiB (libtorch_cuda.so, ~1.5 GiB); a bigger claim is a per-file error.
+MAX_MEMBER_BYTES = 4 << 30
 
 TargetKind = Literal["folder", "venv", "site-packages", "file", "archive"]
 
@@ -91,17 +104,28 @@ def resolve_target(text: str) -> Target:
             return Target("site-packages", path, text, (path,))
         return Target("folder", path, text, (path,))
     if path.is_file():
-        if path.suffix.lower() in (".whl", ".zip") and zipfile.is_zipfile(path):
+        if path.suffix.lower() in (".whl", ".zip"):
+            if not _is_zip(path):
+                raise TargetError(f"{text}: not a readable {path.suffix.lower()[1:]} archive (empty, truncated "
+                                  f"or not a zip file)")
             return Target("archive", path, text)
         return Target("file", path, text)
     raise TargetError(f"{text}: neither a folder nor a file")
+
+
+def _is_zip(path: Path) -> bool:
+    try:
+        with open_regular(path) as handle:
+            return zipfile.is_zipfile(handle)
+    except OSError:
+        return False
 
 
 def _locate(text: str) -> Path:
     candidate = Path(text).expanduser()
     if candidate.exists():
         return candidate
-    if os.sep == "/" and "\\" in text:
+    if os.sep == "/" and ("\\" in text or _WINDOWS_DRIVE.match(text)):  # C:\Apps\Tool and C:/Apps/Tool
         drive = _WINDOWS_DRIVE.match(text)
         if drive:
             # A Windows path on Linux: under WSL, C:\X is /mnt/c/X.
@@ -130,25 +154,41 @@ def _venv_site_packages(venv: Path) -> list[Path]:
 
 
 def printable(name: str) -> str:
-    """A file name as text that any output format can carry (undecodable bytes → U+FFFD)."""
-    return name.encode("utf-8", "surrogateescape").decode("utf-8", "replace")
+    """A file name as text that any output format can carry: undecodable bytes
+    become ``\\xNN`` text (not U+FFFD), so two names that differ only in such
+    bytes stay two names (their dependencies and verdicts are not mixed).
+    Control characters stay as they are here (JSON and TOML keep the exact
+    name); the console and Markdown reports show them escaped
+    (cuda4amd.report.escape)."""
+    return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def discover(target: Target, on_file: Callable[[], None] | None = None) -> Discovery:
+def discover(target: Target, on_file: Callable[[], None] | None = None, *, follow_links: bool = False) -> Discovery:
+    """The binaries of `target`. A link to a folder outside the target is
+    reported and not walked unless `follow_links` (a link to / would make a
+    scan of one DLL walk the whole machine)."""
     result = Discovery(target)
     if target.kind == "archive":
         _walk_archive(target.path, result, on_file)
     elif target.kind == "file":
         _consider_file(target.path, printable(target.path.name), result)
     else:
+        inside = None if follow_links else os.path.realpath(target.path)
         for root in target.roots:
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
-            _walk_folder(root, prefix.replace(os.sep, "/"), result, on_file)
+            _walk_folder(root, prefix.replace(os.sep, "/"), result, on_file, inside)
     result.binaries.sort(key=lambda b: b.path)
     return result
 
 
-def _walk_folder(root: Path, prefix: str, result: Discovery, on_file) -> None:
+def within(path: str, folder: str) -> bool:
+    """Whether the real path of `path` (links resolved) is `folder` (a real path) or inside it."""
+    real = os.path.normcase(os.path.realpath(path))
+    folder = os.path.normcase(folder)
+    return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
+
+
+def _walk_folder(root: Path, prefix: str, result: Discovery, on_file, inside: str | None = None) -> None:
     visited_dirs: set[tuple[int, int]] = set()
     seen_files: dict[tuple[int, int], str] = {}
     links: list[tuple[str, str, os.stat_result]] = []
@@ -172,8 +212,15 @@ def _walk_folder(root: Path, prefix: str, result: Discovery, on_file) -> None:
             child_rel = f"{rel}/{printable(entry.name)}" if rel else printable(entry.name)
             try:
                 if entry.is_dir(follow_symlinks=True):
-                    if entry.name != OWN_FOLDER:
-                        stack.append((entry.path, child_rel))
+                    if entry.name == OWN_FOLDER:
+                        continue
+                    if inside is not None and entry.is_symlink() and not within(entry.path, inside):
+                        result.errors.append(FileError(
+                            child_rel, "discover",
+                            f"a link to a folder outside the target ({printable(os.path.realpath(entry.path))}): "
+                            f"not followed (scan --follow-links follows it)"))
+                        continue
+                    stack.append((entry.path, child_rel))
                     continue
                 if not entry.is_file(follow_symlinks=True):
                     continue  # sockets, fifos, dangling links
@@ -251,7 +298,7 @@ def _consider_once(path: str, rel: str, st: os.stat_result, seen: dict, result: 
 
 def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | None = None) -> bool:
     try:
-        fd = os.open(path, os.O_RDONLY | getattr(os, "O_BINARY", 0))
+        fd, st = open_regular_fd(path)  # a FIFO swapped in after the listing is refused, not waited on
         try:
             # the DOS header, and where it points, with plain reads: no file object per file
             head = os.read(fd, 0x40)
@@ -260,7 +307,7 @@ def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | No
                 with os.fdopen(os.dup(fd), "rb", buffering=0) as handle:
                     kind = sniff_file(handle)
             if size is None:
-                size = os.fstat(fd).st_size
+                size = st.st_size
         finally:
             os.close(fd)
     except OSError as exc:
@@ -275,7 +322,7 @@ def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | No
 def _walk_archive(path: Path, result: Discovery, on_file) -> None:
     try:
         archive = zipfile.ZipFile(path)
-    except (OSError, zipfile.BadZipFile) as exc:
+    except ARCHIVE_ERRORS as exc:
         raise TargetError(f"{path}: not a readable zip/wheel archive ({exc})") from exc
     with archive:
         for info in archive.infolist():
@@ -297,10 +344,14 @@ def _consider_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, 
     try:
         with archive.open(info) as member:
             kind = sniff_file(member)
-    except (OSError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError) as exc:
+    except ARCHIVE_ERRORS as exc:
         result.errors.append(FileError(rel, "discover", f"cannot read archive member: {exc}"))
         return
-    if kind is not None:
+    if kind is not None and info.file_size > MAX_MEMBER_BYTES:
+        result.errors.append(FileError(rel, "discover", f"archive member claims {info.file_size} bytes "
+                                       f"uncompressed, more than the {MAX_MEMBER_BYTES >> 30} GiB read "
+                                       f"per member: not read"))
+    elif kind is not None:
         result.binaries.append(FoundBinary(rel, kind, info.file_size, member=info.filename))
 
 

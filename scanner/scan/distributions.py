@@ -22,7 +22,8 @@ from email.parser import HeaderParser
 from pathlib import Path
 from typing import Iterable, Iterator
 
-from cuda4amd.scan.discover import Target, printable
+from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
+from cuda4amd.scan.read.engine import open_regular
 
 __all__ = ["Distribution", "OwnerMap", "find_distributions", "owner_map", "owner_of", "canonical_name"]
 
@@ -84,10 +85,12 @@ def owner_of(owners: dict[str, str], path: str) -> str | None:
 # finding them
 # ---------------------------------------------------------------------------
 
-def find_distributions(target: Target) -> list[Distribution]:
+def find_distributions(target: Target, *, follow_links: bool = False) -> list[Distribution]:
     """The installed distributions of a venv / site-packages / folder target
     (their .dist-info / .egg-info folders below the target's roots) or of a
-    wheel/zip archive target. Sorted by relative dist-info path."""
+    wheel/zip archive target. Sorted by relative dist-info path. Links to
+    folders outside the target are not entered unless `follow_links`
+    (discovery reports them)."""
     if target.kind == "archive":
         found = _from_archive(target.path)
     elif target.kind == "file":
@@ -96,7 +99,7 @@ def find_distributions(target: Target) -> list[Distribution]:
         found = []
         seen: set[str] = set()
         for root in target.roots or (target.path,):
-            for site in _site_dirs(Path(root)):
+            for site in _site_dirs(Path(root), None if follow_links else os.path.realpath(target.path)):
                 prefix = _relative_prefix(site, Path(target.path))
                 for dist in _from_site_dir(site, prefix):
                     if dist.dist_info not in seen:
@@ -119,9 +122,10 @@ def _is_meta_dir(name: str) -> bool:
     return low.endswith(".dist-info") or low.endswith(".egg-info")
 
 
-def _site_dirs(root: Path) -> Iterator[Path]:
+def _site_dirs(root: Path, inside: str | None = None) -> Iterator[Path]:
     """Folders that hold .dist-info/.egg-info entries, at most MAX_DEPTH below
-    root. A folder holding some is a site-packages: its packages are not entered."""
+    root. A folder holding some is a site-packages: its packages are not entered.
+    `inside`: a real path; linked folders resolving outside it are not entered."""
     visited: set[tuple[int, int]] = set()
     stack: list[tuple[str, int]] = [(os.fspath(root), 0)]
     while stack:
@@ -143,7 +147,8 @@ def _site_dirs(root: Path) -> Iterator[Path]:
                 continue
             if depth < MAX_DEPTH:
                 try:
-                    if e.is_dir(follow_symlinks=True):
+                    if e.is_dir(follow_symlinks=True) and not (inside is not None and e.is_symlink()
+                                                                and not within(e.path, inside)):
                         subdirs.append(e.path)
                 except OSError:
                     pass
@@ -211,7 +216,7 @@ def _from_archive(path: Path) -> list[Distribution]:
             try:
                 with archive.open(info) as f:
                     return f.read(limit)
-            except (OSError, zipfile.BadZipFile, RuntimeError, EOFError, ValueError, NotImplementedError):
+            except ARCHIVE_ERRORS:
                 return None
 
         dist_infos = [m for m in metas if m.lower().endswith(".dist-info")]
@@ -283,11 +288,14 @@ def _clean(value) -> str | None:
 
 
 def _read_bytes(path: Path, limit: int) -> bytes | None:
+    """At most `limit` bytes of a regular file (a FIFO named METADATA or RECORD
+    is not waited on: open_regular opens non-blocking and checks the type)."""
     try:
-        with open(path, "rb") as f:
+        with open_regular(path) as f:
             return f.read(limit)
     except OSError:
         return None
+
 
 
 def _lines(data: bytes) -> list[str]:

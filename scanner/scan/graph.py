@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
 from cuda4amd.model import LoadKind, ScannedBinary
+from cuda4amd.model import platform_of as platform_of_format
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -44,7 +45,7 @@ class Edge:
 
 
 def platform_of(binary: ScannedBinary) -> Platform:
-    return "windows" if binary.info.format == "PE" else "linux"
+    return platform_of_format(binary.info.format)
 
 
 class _TreeIndex:

@@ -11,6 +11,7 @@ import posixpath
 from dataclasses import dataclass, field
 from typing import Iterable, Sequence
 
+from cuda4amd.model import platform_of
 from cuda4amd.rules.frameworks import Framework, advice_for, framework_for
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
@@ -79,7 +80,7 @@ def package_verdicts(
 
 def _unseen_loads(framework: Framework, owned: Sequence[BinaryVerdict], rules: RuleSet, release: ZludaRelease) -> list[dict]:
     """The framework's by-name loads of families none of its binaries was seen to load."""
-    platforms = {"windows" if v.binary.info.format == "PE" else "linux" for v in owned}
+    platforms = {platform_of(v.binary.info.format) for v in owned}
     seen = {dep.identity.family for v in owned for dep in v.dependencies if dep.identity.family}
     loads = []
     for load in framework.loads:

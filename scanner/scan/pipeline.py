@@ -38,6 +38,7 @@ class ScanOptions:
     search_paths: tuple[Path, ...] = ()
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
+    follow_links: bool = False  # walk links to folders outside the target (else reported, not followed)
     jobs: int | None = None  # reading processes; None: one per usable core
     cache: bool = False  # use the per-user cache of file facts
 
@@ -54,9 +55,13 @@ class ScanResult:
     edges: list[Edge]
     files_seen: int
     packages: list[PackageVerdict] = field(default_factory=list)
+    distributions: list[Distribution] = field(default_factory=list)  # every one installed in the target
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: what the scan was asked for and the rules it judged with: `scan --fix` plans and verifies with both
+    options: ScanOptions | None = None
+    rules: RuleSet | None = None
 
     @cached_property
     def graph(self) -> nx.DiGraph:
@@ -90,7 +95,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.discovering()
-    found = discovery.discover(target)
+    found = discovery.discover(target, follow_links=options.follow_links)
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
@@ -105,7 +110,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    distributions = find_distributions(target)
+    distributions = find_distributions(target, follow_links=options.follow_links)
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
@@ -123,9 +128,10 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     judged_in_tree = in_tree_identities(by_path, identities)
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
-    gaps = host_gaps(host, {d.identity.family for d in dependencies if d.identity.route == "redirect"}) if judge_host else {}
+    redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
+    gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
     verdicts = decide(binaries, dependencies, identities, gaps)
-    packages = _packages(verdicts, distributions, options, rules, release)
+    packages = package_verdicts(verdicts, distributions, rules.frameworks, rules, release) if distributions else []
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -139,9 +145,12 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         edges=edges,
         files_seen=found.files_seen,
         packages=packages,
+        distributions=distributions,
         host=host,
         basis=basis,
         timings=timings,
+        options=options,
+        rules=rules,
     )
 
 
@@ -166,22 +175,6 @@ def _gpu_text(host: HostReport) -> str:
     if gpu is None:
         return "no AMD GPU"
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
-
-
-def _packages(
-    verdicts, distributions: list[Distribution], options: ScanOptions, rules: RuleSet, release: ZludaRelease
-) -> list[PackageVerdict]:
-    if not distributions:
-        return []
-    from cuda4amd.rules.frameworks import load_frameworks
-
-    # a user's rules folders come first, so their framework files win
-    frameworks: tuple = ()
-    for folder in options.rule_dirs:
-        if (folder / "frameworks").is_dir():
-            frameworks += load_frameworks(folder, rules=rules)
-    frameworks += load_frameworks(rules=rules)
-    return package_verdicts(verdicts, distributions, frameworks, rules, release)
 
 
 def read_all(

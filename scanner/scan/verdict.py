@@ -103,7 +103,7 @@ def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]]) -> None:
     for dep in result.dependencies:
         if dep.identity.route != "redirect":
             continue
-        for gap in gaps.get(dep.identity.family, ()):
+        for gap in gaps.get(dep.identity.family or "", ()):
             result.worsen("blocked" if dep.edge.load == "static" else "degraded", f"this host: {gap}")
 
 
@@ -169,7 +169,7 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
     while changed:  # verdicts only get worse and reasons only accumulate: this ends
         changed = False
         for result, dep in links:
-            needed = results[dep.edge.resolved]
+            needed = results[dep.edge.resolved or ""]  # in results: the links above are resolved
             if needed.verdict == "no-cuda":
                 continue
             deciding = needed.reasons[0] if needed.reasons else needed.verdict

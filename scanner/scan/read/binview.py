@@ -8,9 +8,13 @@ message a user can read, never IndexError or struct.error.
 from __future__ import annotations
 
 import struct
-from typing import Union
+from typing import TYPE_CHECKING, Union
 
-Buffer = Union[bytes, bytearray, memoryview, "mmap.mmap"]  # noqa: F821
+if TYPE_CHECKING:
+    import mmap
+
+#: what a view reads (a memoryview is copied to bytes before: it has no find())
+Buffer = Union[bytes, bytearray, "mmap.mmap"]
 
 #: Longest C string a reader accepts (symbol names, DLL names, section names).
 MAX_STRING = 4096
@@ -119,7 +123,7 @@ class BinView:
         return decode(self.raw_cstr(offset, what, limit, max_len))
 
 
-def decode(raw: bytes) -> str:
+def decode(raw: bytes | bytearray) -> str:
     """Names are bytes in the file; decode UTF-8, keep undecodable bytes visible."""
     try:
         return raw.decode("utf-8")

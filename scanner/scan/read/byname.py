@@ -93,12 +93,11 @@ import itertools
 import re
 import struct
 import zlib
-from dataclasses import dataclass
 from typing import Iterator
 
-from cuda4amd.model import BinaryInfo
+from cuda4amd.model import BinaryInfo, NameReference, platform_of
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
-from cuda4amd.scan.read.fatbin import MAGIC_BYTES
+from cuda4amd.scan.read.fatbin import MAGIC_BYTES, check_section_size
 
 __all__ = [
     "ENCODINGS",
@@ -140,23 +139,9 @@ BZ2_BLOCK = b"1AY&SY"
 CYTHON_BOILERPLATE = (b"cline_in_traceback", b"__main__", b"__name__")
 
 
-@dataclass(frozen=True, order=True)
-class NameReference:
-    """A CUDA library name found in a binary's data.
-
-    ``name`` is the name as found (a template keeps its placeholders),
-    ``encoding`` one of :data:`ENCODINGS`, ``template`` whether ``name``
-    contains format placeholders.
-    """
-
-    name: str
-    encoding: str
-    template: bool = False
-
-
 def platform_of_info(info: BinaryInfo) -> str:
     """The rules platform of a binary: "windows" for PE, "linux" for ELF."""
-    return "windows" if info.format == "PE" else "linux"
+    return platform_of(info.format)
 
 
 # ---------------------------------------------------------------------------
@@ -278,7 +263,8 @@ def _names_in(before: str, suffix: str, after: str, classify: _Classifier,
         return None
     stem = m.group()
     if suffix[1:].lower() == "so":
-        tail = _SO_TAIL.match(after).group()
+        so_tail = _SO_TAIL.match(after)  # matches always: every part of it is optional
+        tail = so_tail.group() if so_tail is not None else ""
     else:
         tail = ""
     rest = after[len(tail):]
@@ -329,6 +315,7 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
     for s in info.sections:
         if s.name in wanted and s.file_size > 0 and 0 <= s.file_offset < size:
             spans.append((s.file_offset, min(size, s.file_offset + s.file_size)))
+            check_section_size(s.name, *spans[-1])  # merged ranges never exceed the file; one claim may
     spans.sort()
     merged: list[list[int]] = []
     for lo, hi in spans:
@@ -363,11 +350,11 @@ def _pe_directory_names(buf) -> set[int]:
     """File offsets of the DLL-name strings of the import, delay-import and
     export directories (they are not by-name loads). Best effort: a broken
     directory just gives fewer offsets (the readers report such damage)."""
-    from cuda4amd.scan.read.pe import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, _Image
+    from cuda4amd.scan.read.pe import DIR_DELAY_IMPORT, DIR_EXPORT, DIR_IMPORT, MAX_DESCRIPTORS, PEImage
 
     out: set[int] = set()
     try:
-        img = _Image(BinView(buf))
+        img = PEImage(BinView(buf))
         v = img.v
         rva, _ = img.dir(DIR_IMPORT)
         if rva:

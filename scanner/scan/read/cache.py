@@ -6,9 +6,11 @@ the engine, the rules that classify library names, and the kernel-scan mode
 (which the scan derives again from the facts on every hit). So a record is
 keyed by
 
-  * the reader version: a hash of the reader's sources (this folder,
-    cuda4amd/model.py and the rules loader whose matchers classify names)
-    — any change to that code invalidates everything;
+  * the reader version: a hash of the reader's sources (this folder, with
+    the sniffer and the per-file caps, cuda4amd/model.py, and the rules
+    loader and validation kit whose matchers classify names) — any change
+    to that code invalidates everything. The kernel-scan mode that
+    scan/classify.py picks is checked on every hit instead (below);
   * the engine and a canonical hash of the rules' families, unknown-CUDA
     patterns and system groups;
   * the file: its path on disk (or the archive's path and the member's
@@ -24,8 +26,10 @@ writer who can read it (the user themselves) is trusted like the user's
 own files.
 
 Location: ``$CUDA4AMD_FACTS_CACHE``, else ``facts`` in the per-user cache
-(``$CUDA4AMD_CACHE``, ``%LOCALAPPDATA%\\cuda4amd``, ``$XDG_CACHE_HOME/cuda4amd``
-or ``~/.cache/cuda4amd``, the same rule as the ZLUDA download cache).
+that the ZLUDA downloads use too (:func:`cuda4amd.userdirs.cache_dir`:
+``$CUDA4AMD_CACHE``, else platformdirs' user cache folder,
+``%LOCALAPPDATA%\\cuda4amd``, ``$XDG_CACHE_HOME/cuda4amd`` or
+``~/.cache/cuda4amd``, ``~/Library/Caches/cuda4amd``).
 """
 from __future__ import annotations
 
@@ -36,6 +40,7 @@ import json
 import os
 import re
 import sqlite3
+import stat
 import time
 import types
 import typing
@@ -43,17 +48,24 @@ from functools import cache
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable
 
-from cuda4amd.model import BinaryInfo, FileError, ImportedLibrary, ScannedBinary, Section
-from cuda4amd.scan.read.byname import NameReference
-from cuda4amd.scan.read.fatbin import FatbinEntry, KernelReport
+from cuda4amd.model import (
+    BinaryInfo,
+    FatbinEntry,
+    FileError,
+    ImportedLibrary,
+    KernelReport,
+    NameReference,
+    ReadOutcome,
+    ScannedBinary,
+    Section,
+)
+from cuda4amd.userdirs import cache_dir
 
 if TYPE_CHECKING:
     from cuda4amd.scan.discover import FoundBinary
-    from cuda4amd.scan.read.parallel import ReadOutcome
     from cuda4amd.scan.read.payload import PayloadInspector
 
 FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
-CACHE_VARIABLE = "CUDA4AMD_CACHE"
 DATABASE = "facts.sqlite3"
 SECRET = "facts.key"
 RECORD_FORMAT = 1
@@ -74,13 +86,7 @@ def facts_folder() -> Path:
     env = os.environ.get(FACTS_VARIABLE)
     if env:
         return Path(env).expanduser()
-    base = os.environ.get(CACHE_VARIABLE)
-    if base:
-        return Path(base).expanduser() / "facts"
-    if os.name == "nt" and os.environ.get("LOCALAPPDATA"):
-        return Path(os.environ["LOCALAPPDATA"]) / "cuda4amd" / "facts"
-    xdg = os.environ.get("XDG_CACHE_HOME")
-    return (Path(xdg) if xdg else Path("~/.cache").expanduser()) / "cuda4amd" / "facts"
+    return cache_dir() / "facts"
 
 
 def reader_version() -> str:
@@ -89,8 +95,9 @@ def reader_version() -> str:
     here = Path(__file__).resolve().parent
     package = here.parents[1]
     # the readers, the data they return, and the rules code that classifies the names they find
-    sources = sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py"]
-    if len(sources) < 4:
+    sources = sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py",
+                                           package / "rules" / "validate.py"]
+    if len(sources) < 5:
         raise ValueError("the reader's sources are not installed: no cache")  # cannot tell versions apart
     for source in sources:
         digest.update(source.name.encode() + b"\0")
@@ -172,6 +179,8 @@ class FactCache:
             st = os.stat(disk)
         except OSError:
             return None
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a FIFO or device swapped in: never answered from the cache (the read refuses it)
         where = [disk, item.member, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino]
         return hashlib.sha256(json.dumps([self.context, where]).encode("utf-8", "surrogateescape")).hexdigest()
 
@@ -237,8 +246,6 @@ class FactCache:
 
     def _decode(self, key: str, text: bytes, seal: bytes, item: FoundBinary,
                 inspector: PayloadInspector | None) -> ReadOutcome | None:
-        from cuda4amd.scan.read.parallel import ReadOutcome
-
         if not hmac.compare_digest(self._seal(text), seal):
             raise BadRecord("seal does not match")
         record = json.loads(text.decode("ascii"))

@@ -3,6 +3,17 @@ dynamic symbols and symbol-version needs — nothing else is touched.
 
 ELF32/ELF64, little and big endian. Every read is bounds checked and every
 loop capped, so hostile input ends in MalformedBinary.
+
+The dynamic information is read as the dynamic loader reads it, not as the
+section table describes it (glibc elf/dl-load.c, _dl_map_object_from_fd,
+e.g. at glibc-2.35): the dynamic table is found at PT_DYNAMIC's p_vaddr
+through the PT_LOAD map (its p_offset and the SHT_DYNAMIC section header are
+not used); a PT_DYNAMIC with p_filesz 0 is skipped, and a shared object left
+without one is refused ("object file has no dynamic section"); names are
+read from DT_STRTAB (elf/dl-deps.c: ``strtab = D_PTR (l, l_info[DT_STRTAB])``),
+not from the ``.dynstr`` section header. Files without program headers
+(relocatable objects, which ld.so never loads) fall back to the sections.
+:func:`loader_disagreements` says where the section headers tell another story.
 """
 from __future__ import annotations
 
@@ -157,10 +168,21 @@ class _Elf:
                 out.append((typ, off, vaddr, filesz, memsz))
         return out
 
-    def vaddr_to_offset(self, addr: int, what: str) -> int:
+    def load_offset(self, addr: int, what: str) -> tuple[int, int] | None:
+        """(file offset, end of the file data of its segment) of a virtual
+        address, through the PT_LOAD map as ld.so maps it; None when no
+        segment holds file data there."""
         for typ, off, vaddr, filesz, _memsz in self.phdrs:
             if typ == PT_LOAD and vaddr <= addr < vaddr + filesz:
-                return off + (addr - vaddr)
+                return off + (addr - vaddr), off + filesz
+        return None
+
+    def vaddr_to_offset(self, addr: int, what: str) -> int:
+        found = self.load_offset(addr, what)
+        if found is not None:
+            return found[0]
+        if any(p[0] == PT_LOAD for p in self.phdrs):
+            raise MalformedBinary(f"{what} address {addr:#x} is outside the file data of every loadable segment")
         # No segments (or not covered): fall back to allocated sections.
         for _n, typ, _f, saddr, soff, size, _l, _i, _e in self.shdrs:
             if typ != SHT_NOBITS and saddr and saddr <= addr < saddr + size:
@@ -189,27 +211,55 @@ class _Elf:
 
     # -- dynamic --------------------------------------------------------------------
 
+    def loader_dynamic(self) -> tuple[int, int] | None:
+        """(file offset, size) of the dynamic table where ld.so finds it, None without one."""
+        chosen = None
+        empty = False
+        for typ, _off, vaddr, filesz, _m in self.phdrs:
+            if typ == PT_DYNAMIC:
+                if filesz == 0:  # skipped by ld.so (separate debug info)
+                    empty = True
+                else:
+                    chosen = (vaddr, filesz)  # the loop in dl-load.c keeps the last one
+        if chosen is not None and chosen[0] == 0 and self.e_type == ET_DYN:
+            chosen = None  # l_ld == 0 is how dl-load.c tells "no dynamic section"
+        if chosen is None:
+            if (empty or any(p[0] == PT_DYNAMIC for p in self.phdrs)) and self.e_type == ET_DYN:
+                raise MalformedBinary("ld.so refuses it: object file has no dynamic section "
+                                      "(PT_DYNAMIC has no file data or address 0)")
+            return None
+        vaddr, _filesz = chosen
+        where = self.load_offset(vaddr, "PT_DYNAMIC")
+        if where is None:
+            raise MalformedBinary(f"PT_DYNAMIC address {vaddr:#x} is outside the file data of every loadable "
+                                  f"segment: ld.so cannot read its dynamic table")
+        # ld.so reads up to DT_NULL (elf/get-dynamic-info.h), wherever p_filesz says the table ends
+        return where[0], where[1] - where[0]
+
     def dynamic(self) -> list[tuple[int, int]] | None:
         v = self.v
         start = size = None
-        for typ, off, _va, filesz, _m in self.phdrs:
-            if typ == PT_DYNAMIC:
-                start, size = off, filesz
-                break
-        if start is None:
+        loader = any(p[0] == PT_LOAD for p in self.phdrs)
+        if loader:
+            found = self.loader_dynamic()
+            if found is None:
+                return None
+            start, size = found
+        else:  # no segments: not loadable; the section table is all there is
             for sh in self.shdrs:
                 if sh[1] == SHT_DYNAMIC:
                     start, size = sh[4], sh[5]
                     break
-        if start is None:
+        if start is None or size is None:
             return None
         fmt = "qQ" if self.bits == 64 else "iI"
         ent = 16 if self.bits == 64 else 8
-        count = min(size // ent, MAX_DYN_ENTRIES)
+        # loader: up to DT_NULL within the file data of the segment (the rest of it is zero in memory)
+        count = min((size or 0) // ent, MAX_DYN_ENTRIES)
         # Strict on purpose: a dynamic table cut off by the end of the file
         # would otherwise read as "no dependencies".
         v.check(start, count * ent, "dynamic section")
-        out = []
+        out: list[tuple[int, int]] = []
         for tag, val in v.iter_unpack(fmt, start, count, "dynamic section"):
             if tag == DT_NULL:
                 return out
@@ -218,7 +268,14 @@ class _Elf:
 
     def dynstr_range(self, dyn: list[tuple[int, int]]) -> tuple[int, int] | None:
         tags = dict(dyn)
-        # Prefer the section .dynsym links to / the SHT_DYNAMIC link (exact bounds).
+        if DT_STRTAB in tags and any(p[0] == PT_LOAD for p in self.phdrs):
+            # ld.so reads names at DT_STRTAB up to their NUL (DT_STRSZ is not checked there)
+            found = self.load_offset(tags[DT_STRTAB], "DT_STRTAB")
+            if found is None:
+                raise MalformedBinary(f"DT_STRTAB address {tags[DT_STRTAB]:#x} is outside the file data of "
+                                      f"every loadable segment")
+            return found
+        # No segments: the section the SHT_DYNAMIC section links to (exact bounds).
         for sh in self.shdrs:
             if sh[1] == SHT_DYNAMIC and 0 < sh[6] < len(self.shdrs):
                 s = self.shdrs[sh[6]]
@@ -312,7 +369,9 @@ def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
         if not 0 < link < len(e.shdrs):
             raise MalformedBinary(f".dynsym links to string table section {link}, which does not exist")
         s = e.shdrs[link]
-        strtab = (s[4], s[4] + s[5])
+        strtab: tuple[int, int] = (s[4], s[4] + s[5])
+        if DT_STRTAB in dict(dyn) and any(p[0] == PT_LOAD for p in e.phdrs):
+            strtab = e.dynstr_range(dyn) or strtab  # the names ld.so binds by
         count = sym_size // ent
         versym_off = verneed = None
         for sh in e.shdrs:
@@ -328,9 +387,10 @@ def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
     tags = dict(dyn)
     if e.shdrs or DT_SYMTAB not in tags:
         return None
-    strtab = e.dynstr_range(dyn)
-    if strtab is None:
+    found = e.dynstr_range(dyn)
+    if found is None:
         raise MalformedBinary("DT_SYMTAB present but the dynamic string table is missing")
+    strtab = found
     sym_off = e.vaddr_to_offset(tags[DT_SYMTAB], "DT_SYMTAB")
     if DT_HASH in tags:
         count = v.u32(e.vaddr_to_offset(tags[DT_HASH], "DT_HASH") + 4, "DT_HASH nchain")
@@ -440,3 +500,34 @@ def _verneed(e: _Elf, off: int, end: int, num: int, strtab: tuple[int, int]) -> 
             break
         pos += nxt
     return out
+
+
+def loader_disagreements(buf) -> tuple[str, ...]:
+    """Where the section headers of an ELF file describe its dynamic
+    information differently from what ld.so reads (the reader follows ld.so):
+    a sign of a damaged or doctored file, reported next to the answer."""
+    try:
+        e = _Elf(BinView(buf))
+        if not any(p[0] == PT_LOAD for p in e.phdrs):
+            return ()
+        found = e.loader_dynamic()
+        dyn = e.dynamic() or []
+    except MalformedBinary:
+        return ()  # the reader reports it
+    notes = []
+    for typ, off, vaddr, filesz, _m in e.phdrs:
+        if typ == PT_DYNAMIC and filesz and found is not None and off != found[0]:
+            notes.append(f"PT_DYNAMIC p_offset {off:#x} is not where its address {vaddr:#x} maps "
+                         f"({found[0]:#x}), which is what ld.so reads")
+    section = next((sh for sh in e.shdrs if sh[1] == SHT_DYNAMIC), None)
+    if section is not None and found is not None and section[4] != found[0]:
+        notes.append(f"the .dynamic section header says offset {section[4]:#x}; ld.so reads the dynamic "
+                     f"table at {found[0]:#x}")
+    tags = dict(dyn)
+    if section is not None and DT_STRTAB in tags and 0 < section[6] < len(e.shdrs):
+        where = e.load_offset(tags[DT_STRTAB], "DT_STRTAB")
+        dynstr = e.shdrs[section[6]][4]
+        if where is not None and where[0] != dynstr:
+            notes.append(f"the .dynstr section header says offset {dynstr:#x}; ld.so reads names at "
+                         f"DT_STRTAB ({where[0]:#x})")
+    return tuple(notes)

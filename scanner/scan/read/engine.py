@@ -11,19 +11,24 @@ I/O — so callers need to catch only those.
 """
 from __future__ import annotations
 
+import errno
 import mmap
 import os
+import stat
 import struct
 from contextlib import contextmanager
 from typing import BinaryIO, Iterator
 
 from cuda4amd.model import BinaryInfo
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
+from cuda4amd.scan.read.sniff import SNIFF_BYTES, misplaced_pe_header, sniff, sniff_file
 
 __all__ = [
     "ENGINES",
     "MalformedBinary",
     "SNIFF_BYTES",
+    "open_regular",
+    "open_regular_fd",
     "read_bytes",
     "read_path",
     "sniff",
@@ -31,54 +36,6 @@ __all__ = [
 ]
 
 ENGINES = ("fast", "lief")
-
-#: Enough leading bytes for :func:`sniff` to see the PE signature of any
-#: ordinary image (e_lfanew is almost always < 0x400); :func:`sniff_file`
-#: follows e_lfanew wherever it points.
-SNIFF_BYTES = 4096
-
-
-def sniff(first_bytes: bytes) -> str | None:
-    """"PE", "ELF" or None from the leading bytes of a file.
-
-    "PE" needs the "MZ" header *and* "PE\\0\\0" at e_lfanew, so plain DOS
-    programs are not PE; if e_lfanew lies beyond ``first_bytes`` the answer
-    is None — use :func:`sniff_file` for an exact answer.
-    """
-    if first_bytes[:4] == b"\x7fELF":
-        return "ELF"
-    if first_bytes[:2] == b"MZ" and len(first_bytes) >= 0x40:
-        (e_lfanew,) = struct.unpack_from("<I", first_bytes, 0x3C)
-        if first_bytes[e_lfanew : e_lfanew + 4] == b"PE\0\0":
-            return "PE"
-    return None
-
-
-def sniff_file(f: BinaryIO) -> str | None:
-    """Like :func:`sniff` for a seekable binary file object (its position is restored).
-
-    An MZ file whose header or e_lfanew runs past the end of the file counts
-    as PE: it is far more likely a truncated DLL than a DOS program, and the
-    reader then reports it as one per-file error instead of skipping it.
-    A DOS program (PE signature absent where e_lfanew points) is not PE.
-    """
-    pos = f.tell()
-    try:
-        f.seek(0)
-        head = f.read(0x40)
-        if head[:4] == b"\x7fELF":
-            return "ELF"
-        if head[:2] != b"MZ":
-            return None
-        if len(head) < 0x40:
-            return "PE"
-        (e_lfanew,) = struct.unpack_from("<I", head, 0x3C)
-        f.seek(e_lfanew)
-        signature = f.read(4)
-        return "PE" if signature == b"PE\0\0" or len(signature) < 4 else None
-    finally:
-        f.seek(pos)
-
 
 def _check_engine(engine: str) -> None:
     if engine not in ENGINES:
@@ -105,6 +62,11 @@ def _read_view(buf) -> BinaryInfo:
 
         return read_elf(BinView(buf))
     if buf[:2] == b"MZ":
+        misplaced = misplaced_pe_header(bytes(buf[:SNIFF_BYTES]))
+        if misplaced is not None and len(buf) >= 0x40:
+            (e_lfanew,) = struct.unpack_from("<I", buf, 0x3C)
+            raise MalformedBinary(f"damaged PE file: e_lfanew ({e_lfanew:#x}) does not point at its PE header "
+                                  f"(found at {misplaced:#x}); Windows refuses to load it")
         raise MalformedBinary("MZ header without a PE signature: a DOS program or a damaged PE file")
     raise MalformedBinary("not a PE or ELF binary (unknown magic)")
 
@@ -135,10 +97,52 @@ def read_bytes(data: bytes, engine: str = "fast") -> BinaryInfo:
     return _guard(_read_view, data)
 
 
+def open_regular(path: str | os.PathLike, *, follow_links: bool = True) -> BinaryIO:
+    """Open a file for reading only if it is a regular file.
+
+    Opened non-blocking (a FIFO or a device put where a file was, or swapped
+    in after discovery, would otherwise block the open or the read forever)
+    and checked with fstat after opening, so the type is that of what was
+    opened, not of what a name pointed to a moment earlier. `follow_links`
+    False: a final symlink is refused (O_NOFOLLOW, where the OS has it).
+    """
+    fd, _ = open_regular_fd(path, follow_links=follow_links)
+    try:
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular_fd(path: str | os.PathLike, *, follow_links: bool = True) -> tuple[int, os.stat_result]:
+    """:func:`open_regular` as a bare descriptor (the caller closes it) and its fstat: for discovery,
+    which sniffs every file of a tree with plain reads and no file object per file."""
+    flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+    if not follow_links:
+        flags |= getattr(os, "O_NOFOLLOW", 0)
+    fd = os.open(path, flags)
+    try:
+        st = os.fstat(fd)
+        if not stat.S_ISREG(st.st_mode):
+            raise OSError(errno.EINVAL, f"not a regular file ({_kind_of(st.st_mode)}): not read")
+    except BaseException:
+        os.close(fd)
+        raise
+    return fd, st
+
+
+def _kind_of(mode: int) -> str:
+    for test, name in ((stat.S_ISFIFO, "a FIFO"), (stat.S_ISCHR, "a character device"),
+                       (stat.S_ISBLK, "a block device"), (stat.S_ISSOCK, "a socket"), (stat.S_ISDIR, "a folder")):
+        if test(mode):
+            return name
+    return "a special file"
+
+
 @contextmanager
 def mapped(path: str | os.PathLike) -> Iterator[bytes | mmap.mmap]:
     """The file's bytes as a read-only map, so that only the pages touched are read."""
-    with open(path, "rb") as f:
+    with open_regular(path) as f:
         size = os.fstat(f.fileno()).st_size
         if size == 0:
             yield b""

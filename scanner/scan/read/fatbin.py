@@ -104,9 +104,8 @@ from __future__ import annotations
 import mmap
 import struct
 from bisect import bisect_right
-from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import MalformedBinary
 
 __all__ = [
@@ -115,6 +114,8 @@ __all__ = [
     "FatbinEntry",
     "KernelReport",
     "MAX_ENTRIES",
+    "MAX_SECTION_BYTES",
+    "check_section_size",
     "MalformedBinary",
     "RELOCATABLE_SECTIONS",
     "WRAPPER_SECTIONS",
@@ -143,6 +144,13 @@ MAX_WRAPPERS = 100_000
 MIN_ENTRY_HEADER = 0x40
 MAX_ENTRY_HEADER = 0x10000
 MAX_CONTAINER_HEADER = 0x1000
+#: Bytes examined in one section. The biggest real fat binary section is about
+#: 1.5 GiB (libtorch_cuda.so); a sparse file can claim a TiB of holes, which
+#: would take hours to search. A bigger section is a per-file error.
+MAX_SECTION_BYTES = 4 << 30
+#: Bytes examined in one file, as a multiple of its size (plus 1 MiB):
+#: sections do not overlap in a real binary, so every byte is searched about once.
+MAX_EXAMINED_FACTOR = 2
 #: Padding between containers is checked in chunks of this size (no big copies).
 _GAP_CHUNK = 1 << 20
 #: With an mmap, pages already scanned are handed back (MADV_DONTNEED) every
@@ -162,59 +170,6 @@ _CONTAINER = struct.Struct("<IHHQ")
 # Entry header 0x00..0x40: kind, version, header size, padded size, compressed
 # size, options offset, minor, major, SM, (0x20), flags @0x28, (0x30), uncompressed @0x38
 _ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
-
-
-@dataclass(frozen=True, slots=True)
-class FatbinEntry:
-    """One entry of a fat binary container, from its header."""
-
-    kind: str  # "ptx" | "sass" | "lto-ir" | "unknown(N)"
-    arch: str  # "sm_86", "sm_90a", "sm_100f" (PTX entries too: compute_86 -> "sm_86")
-    ptx_isa: str | None  # "9.0" for PTX entries, else None
-    compression: str  # "none" | "lz4" | "zstd"
-    section: str  # section holding the container
-    relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
-    size: int  # padded payload size
-    uncompressed_size: int  # header field 0x38 when compressed, else == size
-
-
-@dataclass(frozen=True, slots=True)
-class KernelReport:
-    """What the fat binaries of one file carry.
-
-    ``ptx_archs`` are the (arch, PTX ISA) pairs ZLUDA can use: PTX outside
-    relocatable sections. ``relocatable_ptx_archs`` are pairs found *only* in
-    relocatable device code. ``sass_archs``/``lto_ir_archs`` cover all
-    sections. All sorted by SM number, unique.
-
-    ``state``: "ptx-available" (some PTX outside relocatable sections),
-    "relocatable-ptx-only" (PTX only in __nv_rel/__nv_relfatbin), "sass-only"
-    (entries but no PTX at all: SASS, LTO-IR or unknown kinds), "none" (no
-    entries: no container, or only empty ones).
-    """
-
-    entries: tuple[FatbinEntry, ...] = ()
-    containers: int = 0
-    sections: tuple[str, ...] = ()  # where containers were found, first-seen order
-    sass_archs: tuple[str, ...] = ()
-    ptx_archs: tuple[tuple[str, str], ...] = ()
-    relocatable_ptx_archs: tuple[tuple[str, str], ...] = ()
-    lto_ir_archs: tuple[str, ...] = ()
-    state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
-    compressed: bool = False  # any entry compressed
-
-    def to_dict(self) -> dict:
-        """JSON-friendly summary (entries themselves are left out)."""
-        return {
-            "state": self.state,
-            "sass": list(self.sass_archs),
-            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
-            "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
-            "lto_ir": list(self.lto_ir_archs),
-            "containers": self.containers,
-            "sections": list(self.sections),
-            "compressed": self.compressed,
-        }
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:
@@ -245,12 +200,21 @@ def _extent(sec: Section, filesize: int, strict: bool = True) -> tuple[int, int]
     return (start, min(start + size, filesize))
 
 
+def check_section_size(name: str, start: int, end: int) -> None:
+    """MalformedBinary when a section's file range is over MAX_SECTION_BYTES (an oversized claim)."""
+    if end - start > MAX_SECTION_BYTES:
+        raise MalformedBinary(
+            f"section {name} claims {end - start:#x} bytes of file data at {start:#x}, more than the "
+            f"{MAX_SECTION_BYTES >> 30} GiB examined per section (sparse holes or a damaged header?): not searched")
+
+
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release")
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "budget")
 
     def __init__(self, buf) -> None:
         self.buf = buf
         self.size = len(buf)
+        self.budget = MAX_EXAMINED_FACTOR * self.size + (1 << 20)
         self._release = _CAN_RELEASE and isinstance(buf, mmap.mmap)
         self.entries: list[FatbinEntry] = []
         self.seen: dict[int, int] = {}  # file offset -> end of each container parsed
@@ -359,7 +323,17 @@ class _Scan:
             except (OSError, ValueError):
                 pass
 
+    def examine(self, start: int, end: int, section: str) -> None:
+        """Count [start, end) of `section` against the caps before searching it."""
+        check_section_size(section, start, end)
+        self.budget -= end - start
+        if self.budget < 0:
+            raise MalformedBinary(
+                f"sections overlap: searching {section} would examine more than {MAX_EXAMINED_FACTOR}x the "
+                f"file's {self.size:#x} bytes (a damaged or hostile section table): not searched")
+
     def walk(self, start: int, end: int, section: str) -> None:
+        self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
         self.advise(start, end, "MADV_RANDOM")
@@ -393,6 +367,7 @@ class _Scan:
     # -- a data section, searched --------------------------------------------------------
 
     def search(self, start: int, end: int, section: str) -> None:
+        self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
         while True:
@@ -467,6 +442,8 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
     count = 0
     for w in wrappers:
         wstart, wend = _extent(w, size, strict=False)
+        scan.examine(wstart, wend, w.name)
+        _check_wrapper_records(buf, wstart, wend, record, wmagic, w.name)
         pos = wstart
         while True:
             hit = buf.find(wmagic, pos, wend)
@@ -484,15 +461,38 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 continue
             rva = target - base
             i = bisect_right(starts, rva) - 1
-            if i < 0:
-                continue
-            va0 = starts[i]
+            va0 = starts[i] if i >= 0 else 0
+            if i < 0 or rva >= spans[va0][0]:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of the "
+                    f"file holds: the CUDA runtime would register no kernels from it")
             va1, fstart, fend, name = spans[va0]
-            if rva >= va1 or name in CONTAINER_SECTIONS:
-                continue  # maps nowhere, or into a section walked already
+            if name in CONTAINER_SECTIONS:
+                continue  # a section walked already
             off = fstart + (rva - va0)
-            if off not in scan.seen and off + 16 <= fend and buf[off : off + 4] == MAGIC_BYTES:
-                scan.container(off, fend, name)
+            if off in scan.seen:
+                continue
+            if off + 16 > fend or buf[off : off + 4] != MAGIC_BYTES:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {off:#x} in {name}, which holds no fat "
+                    f"binary container (magic {bytes(buf[off:off + 4]).hex() or 'none'}, not "
+                    f"{MAGIC_BYTES.hex()}): a damaged container header")
+            scan.container(off, fend, name)
+
+
+def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes, section: str) -> None:
+    """A wrapper section holds wrapper records back to back (nvcc's
+    __nv_fatbinwrapper: magic, version, data pointer, unused pointer) and
+    zero padding; anything else is a damaged wrapper, which the CUDA runtime
+    refuses to register (__cudaRegisterFatBinary checks the magic)."""
+    if (end - start) // record > MAX_WRAPPERS:
+        raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+    for pos in range(start, end - record + 1, record):
+        head = bytes(buf[pos:pos + 4])
+        if head != wmagic and bytes(buf[pos:pos + record]).strip(b"\0"):
+            raise MalformedBinary(
+                f"fat binary wrapper at {pos:#x} in {section} has magic {head.hex()}, not {wmagic.hex()}: "
+                f"a damaged wrapper; the CUDA runtime would not register its kernels")
 
 
 def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False) -> KernelReport:

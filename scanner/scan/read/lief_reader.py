@@ -28,6 +28,7 @@ from cuda4amd.scan.read.elf import (
 from cuda4amd.scan.read.elf import machine_name as elf_machine_name
 from cuda4amd.scan.read.pe import IMAGE_FILE_DLL
 from cuda4amd.scan.read.pe import machine_name as pe_machine_name
+from cuda4amd.scan.read.sniff import sniff_file
 
 try:  # keep lief quiet: its warnings go to stderr otherwise
     lief.logging.disable()
@@ -67,22 +68,20 @@ def read_lief(source: str | bytes) -> BinaryInfo:
     if head[:2] == b"MZ":
         if not _is_pe(source, data):
             raise MalformedBinary("MZ header without a PE signature: a DOS program or a damaged PE file")
-        cfg = lief.PE.ParserConfig()
-        cfg.parse_reloc = False
-        cfg.parse_rsrc = False
-        cfg.parse_signature = False
-        cfg.parse_exceptions = False
-        b = lief.PE.parse(source if data is None else data, cfg)
-        if b is None:
+        pe_cfg = lief.PE.ParserConfig()
+        pe_cfg.parse_reloc = False
+        pe_cfg.parse_rsrc = False
+        pe_cfg.parse_signature = False
+        pe_cfg.parse_exceptions = False
+        pe = lief.PE.parse(source if data is None else data, pe_cfg)
+        if pe is None:
             raise MalformedBinary("lief could not parse this PE file")
-        _check_pe(b, _size(source, data))
-        return _pe(b)
+        _check_pe(pe, _size(source, data))
+        return _pe(pe)
     raise MalformedBinary("not a PE or ELF binary (unknown magic)")
 
 
 def _is_pe(source, data) -> bool:
-    from cuda4amd.scan.read.engine import sniff_file
-
     if data is None:
         with open(source, "rb") as f:
             return sniff_file(f) == "PE"

@@ -25,17 +25,17 @@ import tempfile
 import threading
 import zipfile
 from contextlib import contextmanager
-from dataclasses import dataclass
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
-from cuda4amd.model import FileError, ScannedBinary
+from cuda4amd.model import FileError, ReadOutcome, ScannedBinary
+from cuda4amd.scan.discover import ARCHIVE_ERRORS, FoundBinary
 from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
 
 if TYPE_CHECKING:
+    import mmap
     from concurrent.futures import Future
 
-    from cuda4amd.scan.discover import FoundBinary
     from cuda4amd.scan.read.cache import FactCache
     from cuda4amd.scan.read.payload import PayloadInspector
 
@@ -54,14 +54,6 @@ TASKS_PER_WORKER = 4
 # One task: files up to this many bytes or this many files (a big file goes alone).
 BATCH_BYTES = 4 * 1024 * 1024
 BATCH_FILES = 16
-
-
-@dataclass(frozen=True)
-class ReadOutcome:
-    """One binary read: its facts (None if it could not be read) and its errors, in order."""
-
-    binary: ScannedBinary | None
-    errors: tuple[FileError, ...] = ()
 
 
 def usable_cores() -> int:
@@ -94,20 +86,20 @@ def read_item(
         return ReadOutcome(None, (FileError(item.path, "read", "vanished during the scan"),))
     except OSError as exc:
         return ReadOutcome(None, (FileError(item.path, "read", exc.strerror or str(exc)),))
-    except (zipfile.BadZipFile, EOFError, RuntimeError) as exc:
+    except ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
         return ReadOutcome(None, (FileError(item.path, "read", f"cannot read archive member: {exc}"),))
     return ReadOutcome(binary, tuple(errors))
 
 
 @contextmanager
-def _buffer(archive: zipfile.ZipFile | None, item: FoundBinary) -> Iterator[tuple[bytes, str | None]]:
+def _buffer(archive: zipfile.ZipFile | None, item: FoundBinary) -> Iterator[tuple[bytes | mmap.mmap, str | None]]:
     """(buffer, path on disk) of a binary: a file's map, or an archive member's bytes.
 
     Members up to IN_MEMORY_MEMBER_LIMIT are read into memory; larger ones are
     spooled to a temporary file and mapped, so memory stays flat.
     """
     if item.member is None or archive is None:
-        assert item.disk_path is not None
+        assert item.disk_path is not None  # discovery gives every file outside an archive its path
         with mapped(item.disk_path) as buf:
             yield buf, item.disk_path
         return

@@ -9,11 +9,12 @@ from __future__ import annotations
 import posixpath
 from dataclasses import dataclass
 
-from cuda4amd.model import BinaryInfo, FileError
+from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.byname import NameReference, find_library_names
+from cuda4amd.scan.read.elf import loader_disagreements
 from cuda4amd.scan.read.fatbin import KernelReport, analyse_kernels
 
 
@@ -34,6 +35,9 @@ class PayloadInspector:
         if mode is None:
             return Payload(None, (), ())  # ZLUDA replaces this file: it is never loaded
         errors: list[FileError] = []
+        if info.format == "ELF":  # the answer follows ld.so; where the section headers differ, say so
+            errors += [FileError(path, "read", f"{note} (the answer follows ld.so)")
+                       for note in loader_disagreements(buf)]
         kernels = None
         try:
             kernels = analyse_kernels(buf, info, deep=mode == "deep")
@@ -56,7 +60,7 @@ class PayloadInspector:
         whether those carry PTX decides whether they can run. Libraries
         ZLUDA replaces are never loaded, so their kernels do not matter.
         """
-        platform = "windows" if info.format == "PE" else "linux"
+        platform = platform_of(info.format)
         identity = identify(posixpath.basename(path), platform, self.rules, self.release)
         if identity.family is None:
             return "cheap"

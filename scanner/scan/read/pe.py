@@ -35,7 +35,7 @@ def machine_name(machine: int) -> str:
     return PE_MACHINES.get(machine, f"unknown({machine:#x})")
 
 
-class _Image:
+class PEImage:
     """Headers of one PE image plus RVA → file-offset mapping."""
 
     def __init__(self, v: BinView) -> None:
@@ -327,7 +327,7 @@ class _Image:
 
 
 def read_pe(v: BinView) -> BinaryInfo:
-    img = _Image(v)
+    img = PEImage(v)
     budget = [MAX_THUNKS_TOTAL]
     imports = img.imports(budget) + img.delay_imports(budget)
     return BinaryInfo(
