@@ -25,6 +25,11 @@ def platform_of(binary_format: str) -> str:
     return PLATFORM_OF_FORMAT[binary_format]
 
 
+def loader_key(name: str, platform: str) -> str:
+    """A file name as the platform's loader compares it: Windows ignores case, Linux does not."""
+    return name.casefold() if platform == "windows" else name
+
+
 @dataclass(frozen=True)
 class Section:
     name: str
