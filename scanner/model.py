@@ -25,6 +25,11 @@ def platform_of(binary_format: str) -> str:
     return PLATFORM_OF_FORMAT[binary_format]
 
 
+def loader_key(name: str, platform: str) -> str:
+    """A file name as the platform's loader compares it: Windows ignores case, Linux does not."""
+    return name.casefold() if platform == "windows" else name
+
+
 @dataclass(frozen=True)
 class Section:
     name: str
@@ -94,6 +99,7 @@ class FatbinEntry:
     relocatable: bool  # in __nv_rel / __nv_relfatbin (-rdc relocatable device code)
     size: int  # padded payload size
     uncompressed_size: int  # header field 0x38 when compressed, else == size
+    debug: bool = False  # built with -G (header flag 0x2)
 
 
 @dataclass(frozen=True, slots=True)
@@ -120,19 +126,55 @@ class KernelReport:
     lto_ir_archs: tuple[str, ...] = ()
     state: str = "none"  # "ptx-available" | "sass-only" | "relocatable-ptx-only" | "none"
     compressed: bool = False  # any entry compressed
+    #: Modules: containers outside relocatable sections that carry code (see
+    #: cuda4amd.scan.read.fatbin, "Modules"); how many of them have usable PTX.
+    modules: int = 0
+    modules_with_ptx: int = 0
+    #: modules whose only PTX was built with -G (`.target sm_XX, debug`),
+    #: counted in modules_with_ptx: not every ZLUDA release parses it
+    modules_debug_ptx_only: int = 0
+    #: containers without code: nvlink's device-link stub of a non -rdc
+    #: build (cubins without a .text section), or empty containers
+    codeless_containers: int = 0
+
+    @property
+    def modules_without_ptx(self) -> int:
+        return self.modules - self.modules_with_ptx
 
     def to_dict(self) -> dict:
         """JSON-friendly summary (entries themselves are left out)."""
         return {
+            "modules": {
+                "total": self.modules,
+                "with_ptx": self.modules_with_ptx,
+                "without_ptx": self.modules_without_ptx,
+                "debug_ptx_only": self.modules_debug_ptx_only,
+                "codeless_containers": self.codeless_containers,
+            },
             "state": self.state,
             "sass": list(self.sass_archs),
-            "ptx": [{"arch": a, "isa": i} for a, i in self.ptx_archs],
+            "ptx": [{"arch": a, "isa": i, "target": ptx_target_kind(a)} for a, i in self.ptx_archs],
             "relocatable_ptx": [{"arch": a, "isa": i} for a, i in self.relocatable_ptx_archs],
             "lto_ir": list(self.lto_ir_archs),
             "containers": self.containers,
             "sections": list(self.sections),
             "compressed": self.compressed,
         }
+
+
+def ptx_target_kind(arch: str) -> str:
+    """PTX target kind: "arch-specific" (sm_90a: runs only on that SM), "family"
+    (sm_100f: that family), else "portable" (JIT-compiled for any later SM)."""
+    return "arch-specific" if arch.endswith("a") else "family" if arch.endswith("f") else "portable"
+
+
+@dataclass(frozen=True)
+class DriverNames:
+    """CUDA driver functions a binary names for resolving at run time
+    (found by cuda4amd.scan.read.drivernames)."""
+
+    names: tuple[str, ...] = ()  # the binary's own, sorted, unique
+    runtime_table: int = 0  # names left out as the CUDA runtime's table
 
 
 @dataclass(frozen=True)
@@ -150,7 +192,7 @@ class FileError:
     """A file that could not be read; the scan goes on without it."""
 
     path: str
-    stage: str  # "discover" | "read"
+    stage: str  # "discover" | "read" (not readable); "kernels" | "strings" | "loader" (read, with a problem)
     message: str
 
 
@@ -164,6 +206,7 @@ class ScannedBinary:
     distribution: str | None = None
     kernels: KernelReport | None = None  # fat binary contents, when it has any
     by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time
+    driver_names: DriverNames | None = None  # driver functions it names, when it loads the driver by name
 
 
 @dataclass(frozen=True)

@@ -152,7 +152,8 @@ def test_cupy_kernel_extensions_carry_ptx_and_sass(cupy_report):
         kernels = binaries[path]["kernels"]
         assert kernels["state"] == "ptx-available", path
         assert kernels["sass"] == CUPY_SASS
-        assert kernels["ptx"] == [{"arch": "sm_100", "isa": "8.8"}]
+        assert kernels["ptx"] == [{"arch": "sm_100", "isa": "8.8", "target": "portable"}]
+        assert kernels["modules"]["without_ptx"] == 0, path
         assert kernels["sections"] == [".nv_fatb"]
         # the statically linked CUDA runtime loads the driver by name
         assert dependency(binaries[path], "nvcuda.dll")["load"] == "by-name"
@@ -165,7 +166,7 @@ def test_ctranslate2_loads_cublas_by_name_and_its_kernels_carry_ptx(scan):
     cublas = dependency(library, "cublas64_12.dll")
     assert (cublas["load"], cublas["family"], cublas["route"]) == ("by-name", "blas", "redirect")
     assert library["kernels"]["state"] == "ptx-available"
-    assert library["kernels"]["ptx"] == [{"arch": "sm_86", "isa": "8.7"}]
+    assert library["kernels"]["ptx"] == [{"arch": "sm_86", "isa": "8.7", "target": "portable"}]
     assert library["kernels"]["sass"] == ["sm_53", "sm_60", "sm_61", "sm_70", "sm_75", "sm_80", "sm_86"]
     assert library["verdict"] == "ready"
 

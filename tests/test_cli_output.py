@@ -119,7 +119,9 @@ def test_forward_slash_windows_path_gets_the_hint():
 def test_schema_is_shipped_and_printed():
     result = run("schema", "scan")
     schema = json.loads(result.output)
-    assert schema["$id"] == "urn:cuda4amd:report-schema:scan/1"
+    from cuda4amd.report.document import SCHEMA
+
+    assert schema["$id"] == "urn:cuda4amd:report-schema:" + SCHEMA.removeprefix("cuda4amd.")
     assert run("schema", "nope").exit_code == 2
 
 

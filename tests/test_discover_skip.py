@@ -6,6 +6,7 @@ The ELF libraries under data names are built here with gcc.
 """
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -93,6 +94,14 @@ def test_a_library_imported_under_a_data_name_is_still_found(tmp_path, monkeypat
         zf.write(tree / "libdep.txt", "pkg/libdep.txt")
         zf.write(tree / "libuser.so", "pkg/libuser.so")
     assert '"pkg/libdep.txt"' in same_with_and_without_skip(wheel, monkeypatch)
+    # one binary as the target: its folder is walked and only what it asks for is read, data-named or not
+    single = json.loads(same_with_and_without_skip(tree / "libuser.so", monkeypatch))
+    assert sorted(b["path"] for b in single["binaries"]) == ["libdep.txt", "libuser.so"]
+    # a wheel inside a folder: its members are scanned under the wheel's path
+    holder = tmp_path / "holder"
+    holder.mkdir()
+    shutil.copy(wheel, holder / wheel.name)
+    assert f'"{wheel.name}/pkg/libdep.txt"' in same_with_and_without_skip(holder, monkeypatch)
 
 
 @pytest.mark.skipif(os.name == "nt", reason="execute bits are POSIX")

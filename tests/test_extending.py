@@ -11,6 +11,7 @@ import json
 import sys
 import types
 
+import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
 
@@ -18,7 +19,7 @@ from cuda4amd import report
 from cuda4amd.cli import main
 from cuda4amd.host import ProbeRecord
 from cuda4amd.host.testing import windows_probes
-from cuda4amd.rules import load_rules, shipped_rules_dir
+from cuda4amd.rules import RulesError, load_rules, shipped_rules_dir
 
 DEMO = FIXTURES / "demo" / "Tool"
 
@@ -75,3 +76,23 @@ def test_a_host_probe_reads_the_machine_through_probes(tmp_path):
     without = windows_probes(env={"SystemRoot": "C:\\Windows"})
     assert adrenalin_probe(with_driver) == (True, ProbeRecord("adrenalin", "ok", "C:\\Windows\\System32"))
     assert adrenalin_probe(without)[0] is False
+
+
+def test_ptx_facts_from_an_extra_rules_folder(tmp_path):
+    """kernels/*.toml of every rules folder reach RuleSet.ptx: a later folder's row for a tag wins;
+    a broken one is the user's error at load time."""
+    shipped = load_rules()
+    assert shipped.ptx.get("v6-preview.69").debug_target is False
+    (tmp_path / "kernels").mkdir()
+    text = (shipped_rules_dir() / "kernels" / "zluda-ptx.toml").read_text(encoding="utf-8")
+    row = text[text.index("[[release]]\ntag = 'v6-preview.69'"):]
+    row = row[:row.index("\n[[release]]", 1)].replace("debug_target = false", "debug_target = true", 1)
+    head = text[:text.index("[[release]]")]
+    (tmp_path / "kernels" / "site.toml").write_text(head + row, encoding="utf-8")
+    extended = load_rules([tmp_path])
+    assert extended.ptx.get("v6-preview.69").debug_target is True
+    assert extended.ptx.get("v6").debug_target is True  # the shipped rows stay
+    (tmp_path / "kernels" / "site.toml").write_text(head + row.replace("debug_target = true", "debug_target = 1"),
+                                                    encoding="utf-8")
+    with pytest.raises(RulesError, match="debug_target"):
+        load_rules([tmp_path])

@@ -97,6 +97,16 @@ EXPECTED = {
         ("ptx", "sm_86", "9.0", "zstd", NR, True),
         ("sass", "sm_86", None, "zstd", NR, True),
     ], 2, "relocatable-ptx-only"),
+    "elf/libaxpy_debug.so": ([
+        ("ptx", "sm_86", "9.0", "zstd", NF, False),  # -G: header flag 0x2
+    ], 2, "ptx-available"),
+    # axpy.cu (PTX only) and scale.cu (SASS only) linked into one library:
+    # #1 the device-link stub (default sm_75), #2 axpy's module, #3 scale's
+    "elf/libaxpy_partial.so": ([
+        ("sass", "sm_75", None, "none", NF, False),
+        ("ptx", "sm_86", "9.0", "zstd", NF, False),
+        ("sass", "sm_86", None, "none", NF, False),
+    ], 3, "ptx-available"),
     "elf/app_scale": ([
         ("sass", "sm_75", None, "none", NF, False),
         ("ptx", "sm_75", "9.0", "zstd", NF, False),
@@ -124,6 +134,44 @@ EXPECTED = {
 DEEP_EXTRA = {
     "pe/axpy_rdata.dll": [("sass", "sm_89", None, "none", ".rdata", False)],
 }
+
+
+# fixture -> (modules, with PTX, debug PTX only, codeless containers), deep scan.
+# Codeless: nvlink's device-link stub of a non -rdc build (its cubins have no
+# .text section; compressed ones are recognised by their version-2 wrapper).
+MODULES = {
+    "elf/libaxpy_sass86.so": (1, 0, 0, 1),
+    "elf/libaxpy_ptx86.so": (1, 1, 0, 1),  # the stub is an empty container here
+    "elf/libaxpy_mixed.so": (1, 1, 0, 1),
+    "elf/libaxpy_family.so": (1, 1, 0, 1),
+    "elf/libaxpy_nocompress.so": (1, 1, 0, 1),
+    "elf/libaxpy_zstd_all.so": (1, 1, 0, 1),  # compressed stub: version-2 wrapper, no -rdc code
+    "elf/libaxpy_lz4_all.so": (1, 1, 0, 1),
+    "elf/libaxpy_rdc.so": (1, 0, 0, 0),  # the device-linked module holds the code; PTX only relocatable
+    "elf/libaxpy_debug.so": (1, 1, 1, 1),
+    "elf/libaxpy_partial.so": (2, 1, 0, 1),
+    "elf/app_scale": (1, 1, 0, 1),
+    "elf/axpy_lto.o": (0, 0, 0, 0),  # relocatable only: not a registered module
+    "pe/axpy_fatb.dll": (2, 1, 0, 0),  # #2 (sm_75, lz4) is a module of its own without PTX
+    "pe/axpy_rdata.dll": (2, 1, 0, 0),
+    "pe/axpy_rel.dll": (1, 0, 0, 0),
+}
+
+
+@pytest.mark.parametrize("rel", sorted(MODULES))
+def test_module_coverage(rel):
+    report = analyse(rel, deep=True)
+    counts = (report.modules, report.modules_with_ptx, report.modules_debug_ptx_only, report.codeless_containers)
+    assert counts == MODULES[rel]
+    assert report.modules_without_ptx == report.modules - report.modules_with_ptx
+
+
+def test_debug_flag_and_target_kinds():
+    (debug,) = [e for e in analyse("elf/libaxpy_debug.so").entries if e.kind == "ptx"]
+    assert debug.debug
+    assert not any(e.debug for e in analyse("elf/libaxpy_ptx86.so").entries)
+    family = analyse("elf/libaxpy_family.so").to_dict()
+    assert family["ptx"] == [{"arch": "sm_100f", "isa": "9.0", "target": "family"}]
 
 
 def test_every_fixture_is_listed():
@@ -181,9 +229,10 @@ def test_ptx_isa_and_sizes_from_the_headers():
 def test_to_dict_shape():
     d = analyse("elf/libaxpy_mixed.so").to_dict()
     assert d == {
+        "modules": {"total": 1, "with_ptx": 1, "without_ptx": 0, "debug_ptx_only": 0, "codeless_containers": 1},
         "state": "ptx-available",
         "sass": ["sm_86", "sm_90a"],
-        "ptx": [{"arch": "sm_90", "isa": "9.0"}],
+        "ptx": [{"arch": "sm_90", "isa": "9.0", "target": "portable"}],
         "relocatable_ptx": [],
         "lto_ir": [],
         "containers": 2,

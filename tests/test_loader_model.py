@@ -116,6 +116,24 @@ def test_names_come_from_dt_strtab_not_the_dynstr_section():
     assert any(".dynstr" in n for n in loader_disagreements(bytes(data)))
 
 
+def test_a_disagreement_is_a_note_on_a_binary_that_was_read(tmp_path, rules):
+    """The binary was read (as ld.so reads it): the note is no "read" error,
+    and the file scans alone, as a single-file target, too."""
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    data = bytearray(APP.read_bytes())
+    dynamic = next(s for s in shdrs(data) if s[1] == 6)
+    dynstr_at = shdrs(data)[dynamic[4]][0]
+    struct.pack_into("<Q", data, dynstr_at + 0x18, 0x40)
+    target = tmp_path / "app_driver"
+    target.write_bytes(bytes(data))
+    for scanned in (tmp_path, target):
+        result = run_scan(ScanOptions(target=str(scanned)), rules=rules)
+        assert [b.path for b in result.binaries] == ["app_driver"]
+        assert [(e.path, e.stage) for e in result.errors] == [("app_driver", "loader")]
+        assert ".dynstr" in result.errors[0].message
+
+
 def test_the_dynamic_section_header_is_not_what_ld_so_reads():
     data = bytearray(APP.read_bytes())
     dynamic = next(s for s in shdrs(data) if s[1] == 6)

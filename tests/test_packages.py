@@ -49,3 +49,40 @@ def test_framework_rules_add_by_name_loads_no_binary_revealed(tmp_path, scan):
     assert by_family["tensorrt"]["route"] == "blocked" and by_family["tensorrt"]["basis"] == "framework-rule"
     assert any(r.startswith("PaddlePaddle loads nvinfer_10.dll by name") for r in paddle["reasons"])
     assert "driver_api" not in by_family  # app_ready.exe imports nvcuda.dll: already seen
+
+
+def test_a_package_whose_extension_modules_are_all_blocked_is_blocked(tmp_path, scan):
+    """torch's case: the libraries it ships (cuBLAS, replaced by ZLUDA) are
+    ready, but what a user imports (torch/_C) cannot run."""
+    site = tmp_path / "site-packages"
+    install(site, "torchlike", "1.0", {
+        "torchlike/_C.cp312-win_amd64.pyd": FIXTURES / "pe" / "trt_plugin.dll",  # imports TensorRT: blocked
+        "torchlike/lib/app_ready.exe": FIXTURES / "pe" / "app_ready.exe",  # ready
+    })
+    (package,) = scan(site)["packages"]
+    assert package["verdict"] == "blocked"
+    assert package["counts"] == {"basis": "extension-modules", "ready": 0, "degraded": 0, "blocked": 1}
+    assert package["summary"] == "its CUDA extension module is blocked"
+    assert package["reasons"][0].startswith("_C.cp312-win_amd64.pyd: nvinfer_10.dll: needs TensorRT")
+
+
+def test_partial_only_when_something_runs_and_wording_agrees_with_the_counts(tmp_path, scan):
+    site = tmp_path / "site-packages"
+    install(site, "mixed", "1.0", {
+        "mixed/fast.cp312-win_amd64.pyd": FIXTURES / "pe" / "app_ready.exe",
+        "mixed/blas.cp312-win_amd64.pyd": FIXTURES / "pe" / "blas_mixed.dll",  # cuBLAS stubs: degraded
+    })
+    (package,) = scan(site)["packages"]
+    assert package["verdict"] == "partial"
+    assert package["counts"] == {"basis": "extension-modules", "ready": 1, "degraded": 1, "blocked": 0}
+    assert package["summary"] == "2 CUDA extension modules: 1 ready, 1 degraded"
+
+
+def test_a_framework_load_without_an_amd_route_keeps_a_package_from_ready(tmp_path, scan):
+    site = tmp_path / "site-packages"
+    install(site, "paddlepaddle-gpu", "2.6.1", {"paddle/libs/app_ready.exe": FIXTURES / "pe" / "app_ready.exe"})
+    (paddle,) = scan(site)["packages"]
+    assert any("no AMD route" in reason for reason in paddle["reasons"])
+    assert paddle["verdict"] == "partial"
+    assert paddle["counts"] == {"basis": "binaries", "ready": 1, "degraded": 0, "blocked": 0}
+    assert paddle["summary"] == "1 CUDA binary: 1 ready; what its framework loads by name has no AMD route"

@@ -28,6 +28,8 @@ CASES = {
     "byname": FIXTURES / "byname",
     "kernels": FIXTURES / "kernels",
     "corrupt": FIXTURES / "corrupt",
+    "drivernames": FIXTURES / "drivernames",  # driver functions named at run time, in the facts too
+    "one-binary": FIXTURES / "demo" / "Tool" / "tool.exe",  # its folder walked, what it loads read
     "all-fixtures": FIXTURES,
 }
 

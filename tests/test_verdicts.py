@@ -45,7 +45,7 @@ def test_pe_verdicts(pe):
     }
     assert pe["verdict"] == "partial"
     assert pe["errors"] == []
-    assert pe["schema"] == "cuda4amd.scan/1" and pe["zluda"]["release"] == "v6-preview.69"
+    assert pe["schema"] == "cuda4amd.scan/2" and pe["zluda"]["release"] == "v6-preview.69"
 
 
 def test_driver_api_all_implemented(pe):
@@ -204,23 +204,34 @@ def test_kernel_verdicts(scan):
     assert verdicts == {
         "elf/app_scale": "ready",
         "elf/axpy_lto.o": "blocked",
+        "elf/libaxpy_debug.so": "blocked",  # -G PTX: v6-preview.69's parser refuses `, debug`
         "elf/libaxpy_family.so": "ready",
         "elf/libaxpy_lz4_all.so": "ready",
         "elf/libaxpy_mixed.so": "ready",
         "elf/libaxpy_nocompress.so": "ready",
+        "elf/libaxpy_partial.so": "degraded",  # scale.cu's module is SASS-only
         "elf/libaxpy_ptx86.so": "ready",
         "elf/libaxpy_rdc.so": "degraded",
         "elf/libaxpy_sass86.so": "blocked",
         "elf/libaxpy_zstd_all.so": "ready",
-        "pe/axpy_fatb.dll": "ready",
-        "pe/axpy_rdata.dll": "ready",
+        "pe/axpy_fatb.dll": "degraded",  # its second container (sm_75) is SASS-only
+        "pe/axpy_rdata.dll": "ready",  # its SASS-only .rdata container is found only by a deep scan
         "pe/axpy_rel.dll": "degraded",
     }
     assert binaries["elf/libaxpy_sass86.so"]["reasons"][0] == "its GPU kernels carry no PTX (SASS for sm_86); ZLUDA runs only PTX"
+    assert binaries["elf/libaxpy_partial.so"]["reasons"] == [
+        "PTX in 1 of its 2 kernel modules; the kernels of the other 1 carry no PTX that ZLUDA can use "
+        "(it runs only PTX), so they fail"
+    ]
+    assert binaries["elf/libaxpy_debug.so"]["reasons"][0].startswith(
+        "none of its 1 kernel module carries PTX that ZLUDA can use: only debug PTX (nvcc -G"
+    )
+    assert "ptx_parser/src/lib.rs:541-553" in binaries["elf/libaxpy_debug.so"]["reasons"][0]
     assert binaries["elf/libaxpy_mixed.so"]["kernels"] == {
+        "modules": {"total": 1, "with_ptx": 1, "without_ptx": 0, "debug_ptx_only": 0, "codeless_containers": 1},
         "state": "ptx-available",
         "sass": ["sm_86", "sm_90a"],
-        "ptx": [{"arch": "sm_90", "isa": "9.0"}],
+        "ptx": [{"arch": "sm_90", "isa": "9.0", "target": "portable"}],
         "relocatable_ptx": [],
         "lto_ir": [],
         "containers": 2,
@@ -236,6 +247,21 @@ def test_kernel_verdicts(scan):
         "corrupt/libaxpy_sass86_oversize.so": "kernels",
     }
     assert "corrupt/libaxpy_mixed_cut.so" in binaries
+
+
+def test_ptx_acceptance_depends_on_the_release(scan):
+    """ZLUDA v6 parses `.target sm_86, debug` (ptx_parser/src/lib.rs:549-558 at
+    3fe12063), v5 does not; v5 also refuses a module without PTX, said as a
+    note for the device-link stub (whether the runtime loads it is not known)."""
+    newer = by_path(scan(FIXTURES / "kernels" / "elf", zluda_release="v6"))
+    assert newer["libaxpy_debug.so"]["verdict"] == "ready"
+    assert newer["libaxpy_mixed.so"]["notes"] == []
+    older = by_path(scan(FIXTURES / "kernels" / "elf", zluda_release="v5"))
+    assert older["libaxpy_debug.so"]["verdict"] == "blocked"
+    assert older["libaxpy_mixed.so"]["verdict"] == "ready"
+    (note,) = older["libaxpy_mixed.so"]["notes"]
+    assert note.startswith("fat binary containers without PTX or code (nvlink's device-link stub): 1; ZLUDA v5 refuses")
+    assert "zluda/src/impl/module.rs:29-53" in note
 
 
 def test_by_name_loads_are_edges_that_degrade_at_most(scan):

@@ -9,6 +9,8 @@ import zipfile
 from pathlib import Path
 
 PLATFORM_ARGS = ["--only-binary=:all:", "--platform", "win_amd64", "--python-version", "3.12"]
+#: Linux-only wheels (NCCL has no Windows build)
+LINUX = "manylinux_2_27_x86_64"
 
 
 class Unavailable(Exception):
@@ -19,16 +21,17 @@ def cache_dir() -> Path:
     return Path(os.environ.get("CUDA4AMD_WHEEL_CACHE", "~/.cache/cuda4amd/wheels")).expanduser()
 
 
-def wheel(spec: str) -> Path:
-    """The cached wheel for `name==version`, downloading it when absent."""
+def wheel(spec: str, platform: str = "win_amd64") -> Path:
+    """The cached wheel for `name==version` (for `platform`), downloading it when absent."""
     name, version = spec.split("==")
-    pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-*.whl"
+    pattern = f"{re.sub(r'[-_.]+', '_', name).lower()}-{version}-*{'win' if platform.startswith('win') else 'linux'}*.whl"
     cache = cache_dir()
     hits = sorted(cache.glob(pattern))
     if hits:
         return hits[0]
     cache.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pip", "download", "--no-deps", *PLATFORM_ARGS, "-d", str(cache), spec]
+    args = [a if a != "win_amd64" else platform for a in PLATFORM_ARGS]
+    command = [sys.executable, "-m", "pip", "download", "--no-deps", *args, "-d", str(cache), spec]
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -40,9 +43,9 @@ def wheel(spec: str) -> Path:
     return hits[0]
 
 
-def unpacked(spec: str) -> Path:
+def unpacked(spec: str, platform: str = "win_amd64") -> Path:
     """The wheel's tree, unpacked once into the cache."""
-    source = wheel(spec)
+    source = wheel(spec, platform)
     tree = cache_dir() / "unpacked" / source.stem
     marker = tree / ".complete"
     if not marker.exists():

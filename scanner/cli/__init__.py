@@ -1,7 +1,7 @@
 """The `cuda4amd` command. Thin: options in, library call, rendered report out.
 
 One module per command family: `scan` (with --fix), `report` (report, diff),
-`fix` (run, undo), `doctor`, `schema`; `output` is where reports go.
+`fix` (run, undo), `doctor`, `verify`, `trace`, `matrix`, `schema`; `output` is where reports go.
 
 Heavy modules (rich, networkx, the readers) are imported inside the commands
 so `cuda4amd --help` starts fast.
@@ -48,11 +48,14 @@ def main() -> None:
 def _register_commands() -> None:
     from cuda4amd.cli.doctor import doctor
     from cuda4amd.cli.fix import run, undo
+    from cuda4amd.cli.matrix import matrix
     from cuda4amd.cli.report import diff, report
     from cuda4amd.cli.scan import scan
     from cuda4amd.cli.schema import schema
+    from cuda4amd.cli.trace import trace
+    from cuda4amd.cli.verify import verify
 
-    for command in (scan, doctor, report, diff, run, undo, schema):
+    for command in (scan, doctor, report, diff, run, undo, verify, trace, matrix, schema):
         main.add_command(command)
 
 

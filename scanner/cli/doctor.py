@@ -24,7 +24,11 @@ DOCTOR_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown"
 @click.option("-v", "--verbose", is_flag=True, help="Console: also what each probe found or why it failed.")
 @quiet_option
 @color_option
-def doctor(fmt, output, target, verbose, quiet, color) -> None:
+@click.option("--run", "run_probes", is_flag=True,
+              help="Also run the smoke probes on this machine (through the ZLUDA found, else the system's libraries).")
+@click.option("--timeout", type=float, default=60.0, show_default=True, metavar="SECONDS",
+              help="With --run: time limit of each probe.")
+def doctor(fmt, output, target, verbose, quiet, color, run_probes, timeout) -> None:
     """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
     HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
 
@@ -37,6 +41,7 @@ def doctor(fmt, output, target, verbose, quiet, color) -> None:
 
     from cuda4amd.host import detect_host, readiness
     from cuda4amd.host.doctor import doctor_document, render_console, render_markdown, show
+    from cuda4amd.host.extra_checks import with_extra_checks
     from cuda4amd.report.console import terminal
     from cuda4amd.rules.loader import RulesError, load_rules
 
@@ -44,12 +49,24 @@ def doctor(fmt, output, target, verbose, quiet, color) -> None:
     try:
         rules = load_rules()
         report = detect_host(target=target, rules=rules)
-        ready = readiness(report, rules=rules)
+        ready = with_extra_checks(report, readiness(report, rules=rules), target)
     except RulesError as exc:
         click.echo(f"cuda4amd: {exc.message}", err=True)
         sys.exit(2)
+    probes = None
+    if run_probes:
+        from cuda4amd.evidence.machine import machine_probes
+        from cuda4amd.evidence.record import probe_document
+        from cuda4amd.report.escape import visible
+
+        through, zluda, outcomes = machine_probes(report, limit=timeout, progress=lambda o: click.echo(
+            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}", err=fmt == "json" and not output))
+        probes = probe_document(outcomes, through=through, zluda=zluda)
     if fmt == "json":
-        text = json.dumps(doctor_document(report, ready), indent=2, ensure_ascii=False) + "\n"
+        document = doctor_document(report, ready)
+        if probes is not None:
+            document["probes"] = probes
+        text = json.dumps(document, indent=2, ensure_ascii=False) + "\n"
     elif fmt == "markdown":
         text = render_markdown(report, ready)
     else:

@@ -156,6 +156,10 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
             rescan=None,
             progress=progress,
         )
+    if outcome.status == "applied" and host == "auto" and outcome.plan is not None:
+        from cuda4amd.evidence.after_fix import smoke_after_fix
+
+        smoke_after_fix(outcome.plan, echo=click.echo)
     sys.exit(outcome.exit_code)
 
 

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-__all__ = ["fix_target", "undo_target", "run_program", "find_fixed_root", "locate"]
+__all__ = ["fix_target", "undo_target", "run_program", "find_fixed_root", "locate", "fixed_launch"]
 
 EXIT_USAGE = 2
 EXIT_REFUSED = 5
@@ -79,7 +79,7 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
     """Run `program` with the environment of the fix (through zluda.exe on
     Windows in launcher mode) and return its exit status."""
     from cuda4amd.fix.journal import FixDirError, load_journal
-    from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME, expand_parts
+    from cuda4amd.fix.plan import FIX_DIR, JOURNAL_NAME
 
     args = list(args)
     if args and args[0] == "--":
@@ -107,18 +107,8 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
                                f"or `cuda4amd undo {root}`")
     plan = journal.plan
     here = "windows" if os.name == "nt" else "linux"
-    sep = ";" if plan.platform == "windows" else ":"
-    env = dict(os.environ)
-    for e in plan.environment:
-        values = [expand_parts(v, root) for v in e.values]
-        if e.op == "prepend":
-            current = env.get(e.name) or ""
-            env[e.name] = sep.join(values + ([current] if current else []))
-        else:
-            env[e.name] = values[0]
-    command = [str(path), *args]
-    if plan.launcher_exe:
-        command = [expand_parts((("root", ""), ("lit", "/" + plan.launcher_exe)), root), "--", *command]
+    prefix, env = fixed_launch(plan, root)
+    command = [*prefix, str(path), *args]
     if print_env:
         for e in plan.environment:
             echo(f"{e.name}={env.get(e.name, '')}")
@@ -133,6 +123,25 @@ def run_program(program: str, args: list[str] | tuple[str, ...], *, target: str 
         raise click.UsageError(f"cannot start {command[0]}: {exc.strerror or exc}") from None
     code = done.returncode
     return 128 - code if code < 0 else code  # killed by a signal: the shell's convention
+
+
+def fixed_launch(plan, root: Path, base: dict[str, str] | None = None) -> tuple[list[str], dict[str, str]]:
+    """(command prefix, environment) that run a program through the fix: the plan's
+    environment over `base` (default os.environ) and, on Windows in launcher mode,
+    ``zluda.exe --`` in front."""
+    from cuda4amd.fix.plan import expand_parts
+
+    sep = ";" if plan.platform == "windows" else ":"
+    env = dict(os.environ if base is None else base)
+    for e in plan.environment:
+        values = [expand_parts(v, root) for v in e.values]
+        if e.op == "prepend":
+            current = env.get(e.name) or ""
+            env[e.name] = sep.join(values + ([current] if current else []))
+        else:
+            env[e.name] = values[0]
+    prefix = [expand_parts((("root", ""), ("lit", "/" + plan.launcher_exe)), root), "--"] if plan.launcher_exe else []
+    return prefix, env
 
 
 def _quote(text: str) -> str:

@@ -35,10 +35,10 @@ import hashlib
 import os
 import posixpath
 from dataclasses import dataclass, field
-from pathlib import Path
+from pathlib import Path, PureWindowsPath
 from typing import Any, Iterable
 
-from cuda4amd.model import platform_of
+from cuda4amd.model import loader_key, platform_of
 
 # The planner's helpers from host/, report/, launchers and the framework rules are imported in the
 # steps that use them: the journal imports this module for Plan, and `cuda4amd run` / `undo` start
@@ -773,26 +773,44 @@ def _origin_folder(verdict) -> str | None:
 def _placements(linked: list[_Dep], importers, by_path, release, platform: str, root: Path,
                 warnings: list[str]) -> list[Action]:
     """Placement mode: ZLUDA's file for each linked name next to the binary
-    that imports it, or over the in-tree NVIDIA file the import resolves to."""
+    that imports it, or over the in-tree NVIDIA file the import resolves to.
+
+    Nothing is placed outside the target (issue 11: the tool writes only in
+    the target, its .cuda4amd/ and the launcher folder). A library read
+    through --search-path lies outside it: on Windows its imports are placed
+    in the folder of each program of the target that loads it, since the
+    loader looks in the application's folder first for every implicitly
+    linked DLL (Microsoft, "Dynamic-link library search order", standard
+    order, SafeDllSearchMode on or off); where no program of the target loads
+    it, and on Linux (ld.so looks in the importer's own RUNPATH, then
+    LD_LIBRARY_PATH), it is left out with a note to use the launcher."""
     dests: dict[str, Action] = {}
     driver_folders: set[str] = set()
+    rows = {f.path: f for f in release.files if f.platform == platform}
 
     def add(dest: str, source_row, why: str) -> None:
-        key = dest.casefold() if platform == "windows" else dest
+        key = loader_key(dest, platform)
         if key in dests:
             return
-        source = source_row.path
-        rows = {f.path: f for f in release.files if f.platform == platform}
-        source = _resolve_row(rows, source) or source
+        source = _resolve_row(rows, source_row.path) or source_row.path
         dests[key] = Action("copy", dest, source=source, why=why)
+        driver_folders.add(posixpath.dirname(dest))
 
+    outside: dict[str, list[str]] = {}  # a --search-path library -> the names left out for it
     for d in linked:
         row = release.replacement_for(d.name, platform)
         if row is None:
             continue
         if d.resolved and d.in_tree:
-            dest = d.resolved
-            why = f"ZLUDA's {row.name} in place of NVIDIA's (backed up), for {d.binary}"
+            add(d.resolved, row, f"ZLUDA's {row.name} in place of NVIDIA's (backed up), for {d.binary}")
+        elif not _in_target(d.binary):
+            folders = _program_folders_loading(d.binary, by_path) if platform == "windows" else []
+            for folder in folders:
+                name = posixpath.join(folder, row.name) if folder else row.name
+                add(name, row, f"ZLUDA's {row.name} in the folder of the program that loads {d.binary} "
+                               f"(searched before the library's own folder)")
+            if not folders:
+                outside.setdefault(d.binary, []).append(d.name)
         else:
             folder = posixpath.dirname(d.binary)
             name = row.name if platform == "windows" else d.name
@@ -806,19 +824,51 @@ def _placements(linked: list[_Dep], importers, by_path, release, platform: str, 
             if platform == "linux" and origin is None:
                 warnings.append(f"{dest}: the loader finds it next to {d.binary} only through an RPATH/RUNPATH "
                                 f"with $ORIGIN or LD_LIBRARY_PATH; the launcher mode does not depend on that")
-        add(dest, row, why)
-        driver_folders.add(posixpath.dirname(dest))
+            add(dest, row, why)
+    for binary, names in sorted(outside.items()):
+        where = ("no program of the target loads it" if platform == "windows"
+                 else "ld.so finds its libraries through its own RUNPATH or LD_LIBRARY_PATH")
+        warnings.append(f"{binary} lies outside the target (found through --search-path) and {where}: "
+                        f"ZLUDA's {', '.join(sorted(set(names)))} for it are not placed (nothing is written "
+                        f"outside the target); use the launcher mode (--mode launcher) for it")
     if platform == "windows":
         driver_rows = [f for f in release.files if f.platform == "windows" and "/" not in f.path
                        and f.library == "driver"]
         for v in importers:
-            if v.binary.info.kind == "exe":
+            if v.binary.info.kind == "exe" and _in_target(v.binary.path):
                 driver_folders.add(posixpath.dirname(v.binary.path))
         for folder in sorted(driver_folders):
             for row in driver_rows:
                 dest = posixpath.join(folder, row.name) if folder else row.name
                 add(dest, row, f"ZLUDA's {row.name} (the driver every ZLUDA library runs on)")
     return sorted(dests.values(), key=lambda a: a.path)
+
+
+def _in_target(path: str) -> bool:
+    """Whether a scan path is a file of the target (relative, "/"-separated),
+    not one read through --search-path (those keep their absolute path)."""
+    return not (posixpath.isabs(path) or PureWindowsPath(path).drive or path == ".." or path.startswith("../"))
+
+
+def _program_folders_loading(binary: str, by_path) -> list[str]:
+    """The folders of the target's programs (exe files) that load `binary`,
+    directly or through the libraries they load."""
+    loaders: dict[str, set[str]] = {}
+    for path, verdict in by_path.items():
+        for dep in verdict.dependencies:
+            if dep.edge.resolved:
+                loaders.setdefault(dep.edge.resolved, set()).add(path)
+    seen, stack, folders = {binary}, [binary], set()
+    while stack:
+        for parent in loaders.get(stack.pop(), ()):
+            if parent in seen:
+                continue
+            seen.add(parent)
+            stack.append(parent)
+            verdict = by_path.get(parent)
+            if verdict is not None and verdict.binary.info.kind == "exe" and _in_target(parent):
+                folders.add(posixpath.dirname(parent))
+    return sorted(folders)
 
 
 # ---------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import codecs
 import io
 from typing import TYPE_CHECKING
 
+from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 
@@ -22,12 +23,6 @@ if TYPE_CHECKING:
     from rich.console import Console
 
 STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow"}
-HEADLINE = {
-    "ready": "every CUDA binary can run through ZLUDA",
-    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
-    "blocked": "no CUDA binary here can run through ZLUDA",
-    "no-cuda": "nothing here uses CUDA",
-}
 COLOR_CHOICES = ("auto", "always", "never")
 
 #: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape)
@@ -105,7 +100,7 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
     console.print(
         Text.assemble(
             (f"{verdict.upper()}", f"bold {STYLE[verdict]}"),
-            f"  {HEADLINE[verdict]}  ",
+            f"  {headline(doc)}  ",
             (f"({doc['target']['path']}, ZLUDA {doc['zluda']['release']})", "dim"),
         ),
         soft_wrap=True,  # one line, however long the path: the terminal wraps it, `grep` and -q scripts get it whole
@@ -132,6 +127,10 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
     if cuda:
         _print_binaries(console, cuda, verbose)
 
+    from cuda4amd.evidence.render import console_lines
+
+    for line in console_lines(doc):
+        console.print(Text(line, style="dim"))
     if doc["errors"]:
         console.print(Text(f"{len(doc['errors'])} file(s) could not be read:", style="bold"))
         for error in doc["errors"]:

@@ -1,6 +1,6 @@
 """Saved reports: read one back, and say what changed between two.
 
-`load_report` reads a JSON scan report (schema ``cuda4amd.scan/1``) for
+`load_report` reads a JSON scan report (schema ``cuda4amd.scan/2``, or ``/1`` from earlier versions) for
 `cuda4amd report` and `cuda4amd diff`. `compare(before, after)` gives the
 differences as data (schema ``cuda4amd.diff/1``, documented in
 docs/reports.md): the overall verdict, the ZLUDA release, the host, the
@@ -24,6 +24,8 @@ from typing import Any, Callable, Iterable
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
 
+#: schemas this module reads: /1 reports (saved by earlier versions) compare too
+READABLE_SCAN_SCHEMAS = ("cuda4amd.scan/1", SCAN_SCHEMA)
 DIFF_SCHEMA = "cuda4amd.diff/1"
 REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent
@@ -81,7 +83,7 @@ def check_report(data: Any, where: str = "report") -> dict:
     schema = data.get("schema")
     if not isinstance(schema, str) or not schema.startswith("cuda4amd.scan/"):
         raise ReportFileError(f"{where}: not a cuda4amd scan report (schema {schema!r}, expected {SCAN_SCHEMA!r})")
-    if schema != SCAN_SCHEMA:
+    if schema not in READABLE_SCAN_SCHEMAS:
         raise ReportFileError(f"{where}: schema {schema!r} is not {SCAN_SCHEMA!r}: made by another cuda4amd version")
     missing = [key for key in REQUIRED if key not in data]
     if missing:

@@ -14,11 +14,31 @@ from cuda4amd.model import KernelReport
 
 NO_KERNELS = KernelReport()
 
-SCHEMA = "cuda4amd.scan/1"
+SCHEMA = "cuda4amd.scan/2"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
+HEADLINES = {
+    "ready": "every CUDA binary can run through ZLUDA",
+    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
+    "blocked": "no CUDA binary here can run through ZLUDA",
+    "no-cuda": "nothing here uses CUDA",
+}
 
 
-def build(result) -> dict:
+def headline(document: dict) -> str:
+    """The overall verdict in words that agree with the counts: `partial`
+    with nothing blocked means everything loads, some of it only in part."""
+    verdict = document.get("verdict", "")
+    if verdict == "partial" and not (document.get("summary") or {}).get("blocked"):
+        return "every CUDA binary here loads through ZLUDA, some work only in part"
+    return HEADLINES.get(verdict, verdict)
+
+
+def build(result, observed: dict | None = None) -> dict:
+    """observed: what was seen after the fix, for the evidence levels
+    (keys verification, outcomes, through: see cuda4amd.evidence.levels)."""
+    from cuda4amd.evidence.levels import evidence_section
+    from cuda4amd.host.firstrun import first_run
+
     binaries = [_binary(v) for v in result.verdicts]
     counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
     document = {
@@ -40,6 +60,7 @@ def build(result) -> dict:
         "packages": [_package(p) for p in result.packages],
         "binaries": binaries,
         "errors": [{"path": e.path, "stage": e.stage, "message": e.message} for e in result.errors],
+        "evidence": evidence_section(binaries, first_run=first_run(result.verdicts), **(observed or {})),
     }
     distributions = getattr(result, "distributions", None)
     if distributions:
@@ -62,6 +83,9 @@ def _binary(verdict) -> dict:
         "reasons": verdict.reasons,
         "notes": verdict.notes,
         "kernels": (binary.kernels or NO_KERNELS).to_dict(),
+        "driver_names": None
+        if binary.driver_names is None
+        else {"names": list(binary.driver_names.names), "runtime_table": binary.driver_names.runtime_table},
         "nvidia_library": None
         if me.family is None
         else {"family": me.family, "route": me.route, "basis": me.basis, "replacement": me.replacement},
@@ -80,6 +104,8 @@ def _package(package) -> dict:
         "advice": package.advice,
         "loads": package.loads,
         "binaries": package.binaries,
+        "counts": package.counts,
+        "summary": package.summary,
     }
 
 
@@ -94,6 +120,7 @@ def _dependency(dep) -> dict:
         "replacement": ident.replacement,
         "resolved": edge.resolved,
         "how": edge.how,
+        "via": edge.via,
         "symbols": {state: list(names) for state, names in dep.symbols.items()},
         "ordinals": list(edge.ordinals),
     }

@@ -210,6 +210,15 @@ class Redactor:
         for original, binary in zip(document.get("binaries") or (), out.get("binaries") or ()):
             for dep_before, dep in zip(original.get("dependencies") or (), binary.get("dependencies") or ()):
                 dep["resolved"] = self.resolved(dep_before.get("resolved"))
+        evidence = document.get("evidence")
+        if isinstance(evidence, dict):  # levels, routes and statuses are vocabulary; details and paths are not
+            kept = _copy(evidence)
+            for family in (kept.get("families") or {}).values():
+                if isinstance(family, dict) and isinstance(family.get("detail"), str):
+                    family["detail"] = self.text(family["detail"])
+            if isinstance(kept.get("binaries"), dict):
+                kept["binaries"] = {self.text(k): v for k, v in kept["binaries"].items()}
+            out["evidence"] = kept
         return out
 
     def _walk(self, value: Any, context: str) -> Any:

@@ -37,7 +37,7 @@ from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
     "FRAMEWORKS_DIR", "SASS_ONLY", "SWITCH_KINDS", "LOAD_KINDS", "CONFIDENCE",
-    "LibraryLoad", "Switch", "Instead", "Framework",
+    "LibraryLoad", "Switch", "Instead", "SearchFolders", "Framework",
     "load_frameworks", "framework_for", "advice_for",
 ]
 
@@ -96,6 +96,18 @@ class Instead:
 
 
 @dataclass(frozen=True)
+class SearchFolders:
+    """Folders of other distributions the framework puts on its library
+    search path (or preloads from), as globs relative to the site-packages
+    folder that holds it ('nvidia/*/lib'), with the loader code that does it."""
+
+    folders: tuple[str, ...]
+    source: str
+    platform: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
 class Framework:
     id: str
     name: str
@@ -105,6 +117,7 @@ class Framework:
     instead: tuple[Instead, ...]
     provenance: Provenance
     notes: tuple[str, ...] = ()
+    search_folders: tuple[SearchFolders, ...] = ()
     #: family id -> display name ("blaslt" -> "cuBLASLt"), for the families this file cites
     family_names: tuple[tuple[str, str], ...] = field(default=(), compare=False)
     source: Path | None = field(default=None, compare=False)
@@ -135,6 +148,8 @@ _SWITCH_OPTIONAL = {"note": is_str, "advice": is_str, "platform": is_str, "recom
                     "confidence": is_str}
 _INSTEAD_REQUIRED = {"when": is_nonempty_str, "advice": is_nonempty_str}
 _INSTEAD_OPTIONAL = {"note": is_str, "platform": is_str, "confidence": is_str}
+_FOLDERS_REQUIRED = {"folders": is_str_list, "source": is_nonempty_str}
+_FOLDERS_OPTIONAL = {"platform": is_str, "note": is_str}
 
 
 class _NamedFamily(Protocol):
@@ -197,7 +212,7 @@ def _frameworks_folder(rules_dir: str | os.PathLike[str] | None) -> Path:
 def _load_file(path: Path, families: dict[str, str]) -> Framework:
     doc = read_toml(path)
     prov = read_provenance(path, doc)
-    top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead"))
+    top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead", "search_folders"))
     if "framework" not in doc:
         raise RulesError(path, "missing the [framework] table (id, name, distributions)")
     head = check(path, "[framework]", doc["framework"], _FRAMEWORK_REQUIRED, _FRAMEWORK_OPTIONAL)
@@ -276,6 +291,19 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
             confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
         ))
 
+    search_folders: list[SearchFolders] = []
+    for i, row in enumerate(rows(path, doc, "search_folders")):
+        where = f"search_folders #{i + 1}"
+        check(path, where, row, _FOLDERS_REQUIRED, _FOLDERS_OPTIONAL)
+        if not row["folders"] or not all(f.strip() and not f.startswith(("/", "..")) for f in row["folders"]):
+            raise RulesError(path, f"{where}: 'folders' must list relative folder globs (no leading / or ..)")
+        search_folders.append(SearchFolders(
+            folders=tuple(f.strip("/") for f in row["folders"]),
+            source=row["source"],
+            platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            note=row.get("note", ""),
+        ))
+
     return Framework(
         id=fid,
         name=head["name"],
@@ -285,6 +313,7 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
         instead=tuple(instead),
         provenance=prov,
         notes=tuple(head.get("notes", ())),
+        search_folders=tuple(search_folders),
         family_names=tuple(sorted((f, families[f]) for f in cited)),
         source=path,
     )

@@ -24,6 +24,7 @@ from typing import Any, Literal, Mapping, Sequence
 from cuda4amd.model import SYMBOL_STATES
 from cuda4amd.rules.frameworks import Framework, load_frameworks
 from cuda4amd.rules.gpus import GpuProfiles, load_profiles
+from cuda4amd.rules.kernels import KERNELS_DIR, PtxFacts, load_ptx_files
 from cuda4amd.rules.validate import (
     ID_RE,
     PLATFORMS,
@@ -371,6 +372,8 @@ class RuleSet:
     gpu_files: tuple[Path, ...] = ()
     #: every rules folder's frameworks/ folder, shipped first; a later folder's framework wins
     framework_dirs: tuple[Path, ...] = ()
+    #: every rules folder's kernels/ folder, shipped first; a later folder's row for a tag wins
+    kernel_dirs: tuple[Path, ...] = ()
     # per-instance cache of parsed releases (not global state)
     _releases: dict[str, ZludaRelease] = field(
         default_factory=dict, init=False, repr=False, compare=False)
@@ -490,6 +493,11 @@ class RuleSet:
             for fw in load_frameworks(folder, rules=self):
                 merged.setdefault(fw.id, fw)
         return tuple(merged.values())
+
+    @cached_property
+    def ptx(self) -> PtxFacts:
+        """What each ZLUDA release does with module PTX (kernels/*.toml of every rules folder), parsed on first use."""
+        return load_ptx_files(self.kernel_dirs)
 
     def pin_for(self, tag: str, platform: str) -> Pin | None:
         return next((p for p in self.pins if p.tag == tag and p.platform == platform), None)
@@ -841,6 +849,7 @@ class _Loading:
     default_src: Path | None = None
     gpu_files: list[Path] = field(default_factory=list)
     framework_dirs: list[Path] = field(default_factory=list)
+    kernel_dirs: list[Path] = field(default_factory=list)
 
     def add_folder(self, folder: Path) -> None:
         is_shipped = folder == self.shipped
@@ -865,6 +874,8 @@ class _Loading:
             self.framework_dirs.append(folder / FRAMEWORKS_DIR)
         elif is_shipped:
             raise RulesError(folder / FRAMEWORKS_DIR, "shipped rules folder is missing")
+        if (folder / KERNELS_DIR).is_dir():
+            self.kernel_dirs.append(folder / KERNELS_DIR)
         self.add_zluda(folder / ZLUDA_DIR, is_shipped)
 
     def add_families(self, path: Path, compile_now: bool) -> None:
@@ -930,6 +941,7 @@ class _Loading:
             release_paths=MappingProxyType(self.release_paths),
             gpu_files=tuple(self.gpu_files),
             framework_dirs=tuple(self.framework_dirs),
+            kernel_dirs=tuple(self.kernel_dirs),
         )
 
 
@@ -938,7 +950,7 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
 
     Every folder has the same layout, each file optional in an extra folder:
     ``families.toml``, ``system.toml``, ``gpus.toml``, ``frameworks/<id>.toml``,
-    ``zluda/releases.toml``, ``zluda/<tag>.toml``. Extra folders add families,
+    ``kernels/*.toml``, ``zluda/releases.toml``, ``zluda/<tag>.toml``. Extra folders add families,
     unknown-name patterns, system groups, releases and pins (re-using a
     family id, a release tag or a pin raises RulesError); they add or replace
     GPU profiles (by gfx), pitfalls (by id) and frameworks (by id). An extra
@@ -956,4 +968,6 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
         rules.gpus  # noqa: B018 - parse the extra gpus.toml now: its errors are the user's
     if len(rules.framework_dirs) > 1:
         rules.frameworks  # noqa: B018 - likewise for the extra frameworks
+    if len(rules.kernel_dirs) > 1:
+        rules.ptx  # noqa: B018 - likewise for the extra kernels facts
     return rules

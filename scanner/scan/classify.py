@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import posixpath
+import re
 from dataclasses import dataclass, field, replace
 
 from cuda4amd.model import SYMBOL_STATES, ScannedBinary
@@ -93,7 +94,9 @@ def in_tree_identities(
         kernels = binaries[path].kernels
         if identity.basis != "family-default" or kernels is None:
             continue
-        if kernels.state == "ptx-available":
+        if kernels.state in ("ptx-available", "relocatable-ptx-only"):
+            # it runs on ZLUDA's driver as far as its kernels allow: the
+            # binary's own verdict says how far (PTX per module, -rdc)
             decided[path] = replace(identity, route="passthrough", basis="in-tree")
         elif kernels.state == "sass-only":
             decided[path] = replace(identity, route="blocked", basis="in-tree")
@@ -109,6 +112,7 @@ def classify_edges(
 ) -> list[Dependency]:
     cache: dict[tuple[str, str], Identity] = {}
     result = []
+    driver_judged: set[str] = set()  # binaries whose named driver functions are on an edge already
     for edge in edges:
         if edge.how == "system":
             result.append(Dependency(edge, NOT_CUDA))
@@ -117,11 +121,71 @@ def classify_edges(
         identity = cache.get(key)
         if identity is None:
             identity = cache[key] = identify(edge.name, edge.platform, rules, release)
-        if in_tree and edge.in_tree and edge.resolved in in_tree:
+        if in_tree and edge.resolved in in_tree:  # in the tree, or read through --search-path
             identity = in_tree[edge.resolved]
-        symbols = _symbol_states(binaries[edge.source], edge, identity, rules, release)
+        binary = binaries[edge.source]
+        if (edge.load == "by-name" and identity.zluda_library == "driver" and binary.driver_names is not None
+                and edge.source not in driver_judged):
+            driver_judged.add(edge.source)
+            symbols = driver_function_states(binary.driver_names.names, rules, release)
+        else:
+            symbols = _symbol_states(binary, edge, identity, rules, release)
         result.append(Dependency(edge, identity, symbols))
     return result
+
+
+_VERSIONED = re.compile(r"^(.+)_v(\d+)$")
+
+
+def driver_function_states(names, rules: RuleSet, release: ZludaRelease) -> dict[str, tuple[str, ...]]:
+    """State of each driver function a binary names for cuGetProcAddress/dlsym.
+
+    cuGetProcAddress takes the plain name and the caller's CUDA version and
+    returns the newest variant that version knows (`cuCtxCreate` at 12.5 ->
+    `cuCtxCreate_v4`: ZLUDA's zluda_bindgen/src/process_table.rs), so a
+    plain name is judged by its newest variant in ZLUDA's table. A name no
+    release of ZLUDA declares is not taken for a driver function (ZLUDA's
+    tables declare the whole driver API of their CUDA headers); one that an
+    other release declares is `missing` from this one.
+    """
+    table = release.functions.get("driver", {})
+    known: dict[str, str] | None = None  # parsed only when a name is not in this release's table
+    grouped: dict[str, list[str]] = {state: [] for state in SYMBOL_STATES}
+    for name in names:
+        state = _newest_variant_state(name, table)
+        if state is None:
+            if known is None:
+                known = _declared_driver_functions(rules)
+            if _newest_variant_state(name, known) is None:
+                continue  # a message or another API's identifier, not a driver function
+            state = "missing"
+        grouped[state].append(name)
+    return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
+
+
+def _newest_variant_state(name: str, table) -> str | None:
+    """A plain name's newest `_vN` variant, else the name itself. The exact
+    legacy entry does not count when variants exist: a plain name in a string
+    table is a cuGetProcAddress request (cuda.h's macros make anyone who
+    links or dlsym()s spell the versioned name, as cudart does)."""
+    newest, state = -1, None
+    prefix = name + "_v"
+    for candidate, value in table.items():
+        if candidate.startswith(prefix):
+            match = _VERSIONED.match(candidate)
+            if match and match.group(1) == name and int(match.group(2)) > newest:
+                newest, state = int(match.group(2)), value
+    if state is None:
+        return table.get(name)
+    return state
+
+
+def _declared_driver_functions(rules: RuleSet) -> dict[str, str]:
+    """Every driver function some ZLUDA release declares (name -> its state there)."""
+    declared: dict[str, str] = {}
+    for tag in rules.release_tags:
+        declared.update(rules.release(tag).functions.get("driver", {}))
+    return declared
 
 
 def _symbol_states(binary, edge, identity, rules, release) -> dict[str, tuple[str, ...]]:

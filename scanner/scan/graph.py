@@ -38,10 +38,11 @@ class Edge:
     ordinals: tuple[int, ...]
     platform: Platform
     resolved: str | None  # relative path in the tree, an absolute path outside it, or None
-    how: str  # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | system | unresolved
+    how: str  # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | framework-folder | system | unresolved
     in_tree: bool
     system_kind: str | None = None
     template: str | None = None  # a by-name load written as a pattern, e.g. nvrtc64_%d_0.dll
+    via: str | None = None  # framework-folder: which framework rule adds that folder, and its source
 
 
 def platform_of(binary: ScannedBinary) -> Platform:
@@ -69,9 +70,9 @@ class _TreeIndex:
             return self.folded.get(rel.casefold())
         return self.exact.get(rel)
 
-    def anywhere(self, name: str, platform: Platform) -> str | None:
+    def everywhere(self, name: str, platform: Platform) -> list[str]:
         hits = self.by_folded_name.get(name.casefold()) if platform == "windows" else self.by_name.get(name)
-        return hits[0] if hits else None
+        return hits or []
 
 
 class _DiskLookup:
@@ -102,8 +103,14 @@ def resolve_edges(
     search_paths: Iterable[Path] = (),
     target_root: Path | None = None,
     expand=lambda template, platform: (),
+    reach=lambda source, hit: (True, None),
 ) -> list[Edge]:
-    """Resolve every import and by-name load of every binary."""
+    """Resolve every import and by-name load of every binary.
+
+    `reach(source, hit)` -> (allowed, via) decides whether a library found
+    only elsewhere in the tree counts for `source`: another distribution's
+    folder does only where a framework rule says the consumer adds it (`via`
+    names that rule; the edge's how is then `framework-folder`)."""
     index = _TreeIndex(binaries, aliases)
     disk = _DiskLookup()
     extra = [os.fspath(p) for p in search_paths]
@@ -116,13 +123,13 @@ def resolve_edges(
         platform = platform_of(binary)
 
         def resolve(name):
-            return _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system)
+            return _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system, reach)
 
         for imported in binary.info.imports:
-            resolved, how, in_tree, system_kind = resolve(imported.name)
+            resolved, how, in_tree, system_kind, via = resolve(imported.name)
             edges.append(
                 Edge(binary.path, imported.name, imported.load, imported.symbols, imported.ordinals,
-                     platform, resolved, how, in_tree, system_kind)
+                     platform, resolved, how, in_tree, system_kind, via=via)
             )
         edges += _by_name_edges(binary, platform, resolve, expand)
     return edges
@@ -131,22 +138,25 @@ def resolve_edges(
 def dependency_graph(binaries: Sequence[ScannedBinary], edges: Sequence[Edge]) -> nx.DiGraph:
     """The networkx DiGraph of binaries and the libraries they load.
 
-    Nodes: binaries by relative path (kind "binary"), libraries not in the
-    tree as "lib:<name>" (kind "library"); system libraries are left out.
+    Nodes: binaries by relative path (kind "binary"; those read through
+    --search-path by absolute path), other libraries as "lib:<name>" (kind
+    "library"); system libraries are left out.
     Built on demand (ScanResult.graph): importing networkx costs more than a
     whole verdict, and only graph consumers need it.
     """
     import networkx as nx
 
     graph = nx.DiGraph()
+    read = {binary.path for binary in binaries}
     for binary in binaries:
         graph.add_node(binary.path, kind="binary", format=binary.info.format)
     for edge in edges:
         if edge.how == "system":
             continue  # system libraries are known and kept out of the findings
         shown = edge.template or edge.name
-        node = edge.resolved if edge.in_tree else f"lib:{shown.casefold() if edge.platform == 'windows' else shown}"
-        if not edge.in_tree:
+        known = edge.in_tree or edge.resolved in read  # in the tree, or read through --search-path
+        node = edge.resolved if known else f"lib:{shown.casefold() if edge.platform == 'windows' else shown}"
+        if not known:
             graph.add_node(node, kind="library", name=shown, resolved=edge.resolved)
         graph.add_edge(edge.source, node, load=edge.load, name=shown, how=edge.how)
     return graph
@@ -167,28 +177,28 @@ def _by_name_edges(binary: ScannedBinary, platform: Platform, resolve, expand) -
             continue
         seen.add(fold(ref.name))
         found = [(name, resolve(name)) for name in candidates]
-        name, (resolved, how, in_tree, system_kind) = next(
+        name, (resolved, how, in_tree, system_kind, via) = next(
             ((n, r) for n, r in found if r[2]), found[0]
         )
         edges.append(
             Edge(binary.path, name, "by-name", (), (), platform, resolved, how, in_tree, system_kind,
-                 template=ref.name if ref.template else None)
+                 template=ref.name if ref.template else None, via=via)
         )
     return edges
 
 
-def _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system):
+def _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system, reach):
     here = posixpath.dirname(binary.path)
     if "/" in name or (platform == "windows" and "\\" in name):
         rel = posixpath.normpath(posixpath.join(here, name.replace("\\", "/")))
         hit = index.at(rel, platform)
-        return (hit, "same-folder", True, None) if hit else _outside(name, platform, system)
+        return (hit, "same-folder", True, None, None) if hit else _outside(name, platform, system)
 
     if platform == "windows":
         for folder, how in [(here, "same-folder")] + [(f, "app-folder") for f in app_folders if f != here]:
             hit = index.at(posixpath.join(folder, name) if folder else name, platform)
             if hit:
-                return hit, how, True, None
+                return hit, how, True, None, None
     else:
         info = binary.info
         search = [(p, "rpath") for p in info.rpath] if not info.runpath else []
@@ -199,31 +209,32 @@ def _resolve(binary, name, platform, index, disk, extra, app_folders, target_roo
                 rel = posixpath.normpath(posixpath.join(here, folder[len("$ORIGIN"):].lstrip("/")))
                 hit = index.at(posixpath.join(rel, name) if rel != "." else name, platform) if not rel.startswith("..") else None
                 if hit:
-                    return hit, how, True, None
+                    return hit, how, True, None, None
                 if target_root is not None and rel.startswith(".."):
                     outside = disk.find(os.path.join(target_root, here, folder[len("$ORIGIN"):].lstrip("/")), name, platform)
                     if outside:
-                        return os.path.normpath(outside), how, False, None
+                        return os.path.normpath(outside), how, False, None, None
             elif folder.startswith("/"):
                 outside = disk.find(folder, name, platform)
                 if outside:
-                    return outside, how, False, None
+                    return outside, how, False, None, None
 
     kind = system.system_kind(name, platform)
     if kind is not None:
-        return None, "system", False, kind
+        return None, "system", False, kind, None
     for folder in extra:
         outside = disk.find(folder, name, platform)
         if outside:
-            return outside, "search-path", False, None
-    hit = index.anywhere(name, platform)
-    if hit:
-        return hit, "elsewhere-in-tree", True, None
-    return None, "unresolved", False, None
+            return outside, "search-path", False, None, None
+    for hit in index.everywhere(name, platform):
+        allowed, via = reach(binary.path, hit)
+        if allowed:
+            return hit, "framework-folder" if via else "elsewhere-in-tree", True, None, via
+    return None, "unresolved", False, None, None
 
 
 def _outside(name, platform, system):
     kind = system.system_kind(posixpath.basename(name.replace("\\", "/")), platform)
     if kind is not None:
-        return None, "system", False, kind
-    return None, "unresolved", False, None
+        return None, "system", False, kind, None
+    return None, "unresolved", False, None, None

@@ -5,15 +5,18 @@ renders what comes back.
 """
 from __future__ import annotations
 
+import fnmatch
 import os
+import posixpath
 import time
-from dataclasses import dataclass, field
+import zipfile
+from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
-from cuda4amd.model import FileError, ScannedBinary
+from cuda4amd.model import FileError, ScannedBinary, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
@@ -22,6 +25,7 @@ from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
 from cuda4amd.scan.read.cache import FactCache
+from cuda4amd.scan.read.engine import MalformedBinary, mapped, open_regular, read_buffer
 from cuda4amd.scan.read.parallel import read_binaries
 from cuda4amd.scan.read.payload import PayloadInspector
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
@@ -95,34 +99,63 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     progress.discovering()
-    found = discovery.discover(target, follow_links=options.follow_links)
+    # A single binary is scanned with its folder, its application directory:
+    # the libraries it loads from there decide its verdict too.
+    walked = _application_folder(target) if target.kind == "file" else target
+    found = discovery.discover(walked, follow_links=options.follow_links)
+    focus = _focus(target, found) if target.kind == "file" else None
     timings["discover"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    progress.reading(len(found.binaries))
     inspector = PayloadInspector(rules, release)
-    binaries, read_errors = read_all(target, found.binaries, options.engine, progress.advance, inspector, options.jobs, options.cache)
-    extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
-    while extra:  # data-named files that some binary imports after all
-        more, more_errors = read_all(target, extra, options.engine, progress.advance, inspector, options.jobs, options.cache)
-        binaries, read_errors = sorted(binaries + more, key=lambda b: b.path), read_errors + more_errors
-        extra = discovery.named_skipped(found, {i.name for b in more for i in b.info.imports})
+    if focus is None:
+        progress.reading(len(found.binaries))
+        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector)
+    else:
+        binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
+    if focus is not None:
+        _check_focus_read(target, focus, read_errors)
+    distributions = find_distributions(target, follow_links=options.follow_links)
+    if walked.kind in ("folder", "site-packages", "venv") and focus is None:
+        # wheels and zips in a folder are scanned too, their members under the archive's path
+        archives, archive_errors = _archives_in(walked)
+        read_errors += archive_errors
+        for archive in archives:
+            more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options, PayloadInspector(rules, release))
+            binaries += more
+            read_errors += more_errors
+            distributions += more_distributions
+            found.files_seen += seen
+        binaries.sort(key=lambda b: b.path)
     timings["read"] = time.perf_counter() - clock
 
     clock = time.perf_counter()
-    distributions = find_distributions(target, follow_links=options.follow_links)
+    frameworks = rules.frameworks if distributions else ()
     if distributions:
         owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
-    edges = resolve_edges(
-        binaries,
-        found.aliases,
-        rules,
-        options.search_paths,
-        target.path if target.kind != "archive" else None,
-        expand=lambda template, platform: expand_template(template, rules, platform),
-    )
+    reach = _reach(binaries, distributions, frameworks)
+    def resolve(binaries):
+        return resolve_edges(
+            binaries,
+            found.aliases,
+            rules,
+            options.search_paths,
+            walked.path if walked.kind != "archive" else None,
+            expand=lambda template, platform: expand_template(template, rules, platform),
+            reach=reach,
+        )
+
+    edges = resolve(binaries)
+    if options.search_paths:
+        # Libraries found through --search-path are read and judged like the
+        # tree's own (their own dependencies too), under their absolute path.
+        outside, outside_errors = _read_outside(edges, binaries, options.engine, PayloadInspector(rules, release), resolve)
+        if outside:
+            binaries = binaries + outside
+            edges = resolve(binaries)
+        read_errors += outside_errors
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
@@ -130,8 +163,11 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
     gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
-    verdicts = decide(binaries, dependencies, identities, gaps)
-    packages = package_verdicts(verdicts, distributions, rules.frameworks, rules, release) if distributions else []
+    verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag))
+    packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
+    errors = found.errors + read_errors
+    if focus is not None:
+        binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
     timings["analyse"] = time.perf_counter() - clock
 
     return ScanResult(
@@ -139,7 +175,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         release=release,
         engine=options.engine,
         verdicts=verdicts,
-        errors=sorted(found.errors + read_errors, key=lambda e: e.path),
+        errors=sorted(errors, key=lambda e: e.path),
         verdict=overall(verdicts),
         binaries=binaries,
         edges=edges,
@@ -151,6 +187,194 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         timings=timings,
         options=options,
         rules=rules,
+    )
+
+
+def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000):
+    """Read the binaries that edges resolve to through --search-path, and
+    theirs, until no new one turns up (at most `limit` files)."""
+    known = {b.path for b in binaries}
+    outside: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
+    while pending and len(outside) + len(errors) < limit:
+        fresh = []
+        for path in pending:
+            known.add(path)
+            try:
+                with mapped(path) as buf:
+                    info = read_buffer(buf, engine, path if engine == "lief" else None)
+                    binary = ScannedBinary(path, info, os.path.getsize(path))
+                    payload = inspector.inspect(path, buf, info)
+                    binary.kernels, binary.by_name = payload.kernels, payload.by_name
+                    binary.driver_names = payload.driver_names
+                    errors.extend(payload.errors)
+            except MalformedBinary as exc:
+                errors.append(FileError(path, "read", str(exc)))
+                continue
+            except OSError as exc:
+                errors.append(FileError(path, "read", exc.strerror or str(exc)))
+                continue
+            outside.append(binary)
+            fresh.append(binary)
+        edges = resolve(binaries + outside)
+        pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
+    return outside, errors
+
+
+ARCHIVE_SUFFIXES = (".whl", ".zip")
+
+
+def _archives_in(target: discovery.Target) -> tuple[list[Path], list[FileError]]:
+    """The wheels and zip archives below a folder target's roots (cuda4amd's
+    own folder left out); a `.whl`/`.zip` that is no readable zip is an error."""
+    found: list[Path] = []
+    errors: list[FileError] = []
+    for root in target.roots or (target.path,):
+        for folder, dirs, files in os.walk(root, onerror=lambda exc: None):
+            dirs[:] = sorted(d for d in dirs if d != discovery.OWN_FOLDER)
+            for name in sorted(files):
+                path = Path(folder) / name
+                if not name.lower().endswith(ARCHIVE_SUFFIXES) or not path.is_file():
+                    continue
+                rel = discovery.printable(os.path.relpath(path, target.path)).replace(os.sep, "/")
+                try:
+                    with open_regular(path) as handle:  # a FIFO swapped in after the listing is refused
+                        readable = zipfile.is_zipfile(handle)
+                except OSError as exc:
+                    errors.append(FileError(rel, "discover", exc.strerror or str(exc)))
+                    continue
+                if readable:
+                    found.append(path)
+                else:
+                    errors.append(FileError(rel, "discover", "not a readable zip archive (truncated or damaged?)"))
+    return found, errors
+
+
+def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
+                advance: Callable[[], None], inspector: PayloadInspector) -> tuple[list[ScannedBinary], list[FileError]]:
+    """Read what discovery found, then the data-named files that some binary read imports after all
+    (discover.named_skipped), until none is left."""
+    binaries, errors = read_all(walked, found.binaries, options.engine, advance, inspector, options.jobs, options.cache)
+    extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
+    while extra:
+        more, more_errors = read_all(walked, extra, options.engine, advance, inspector, options.jobs, options.cache)
+        binaries, errors = sorted(binaries + more, key=lambda b: b.path), errors + more_errors
+        extra = discovery.named_skipped(found, {i.name for b in more for i in b.info.imports})
+    return binaries, errors
+
+
+def _scan_archive(walked: discovery.Target, path: Path, options: ScanOptions, inspector: PayloadInspector):
+    """Read one archive of a folder: its binaries, errors and distributions,
+    with paths prefixed by the archive's path in the folder."""
+    prefix = discovery.printable(os.path.relpath(path, walked.path)).replace(os.sep, "/") + "/"
+    archive = discovery.Target("archive", path, prefix.rstrip("/"))
+    try:
+        found = discovery.discover(archive)
+    except discovery.TargetError as exc:
+        return [], [FileError(prefix.rstrip("/"), "discover", str(exc))], [], 0
+    binaries, errors = _read_found(archive, found, options, lambda: None, inspector)
+    for binary in binaries:
+        binary.path = prefix + binary.path
+    errors = [replace(e, path=prefix + e.path) for e in found.errors + errors]
+    distributions = [
+        replace(d, dist_info=prefix + d.dist_info, files=frozenset(prefix + f for f in d.files))
+        for d in find_distributions(archive)
+    ]
+    return binaries, errors, distributions, found.files_seen
+
+
+def _read_closure(walked, found, focus: str, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
+                  rules: RuleSet):
+    """Read the target binary, then only the binaries of its folder whose
+    file names it (or what it loads, transitively) asks for: every way the
+    graph resolves a name ends at a file of that name, so nothing reachable
+    is missed and a big folder is not read whole."""
+    by_name: dict[str, list[discovery.FoundBinary]] = {}
+    real = {b.path: b for b in found.binaries}
+    for item in found.binaries:
+        by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
+    for alias, target in found.aliases.items():
+        if target in real:
+            by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[target])
+    wanted = [real[focus]]
+    done: set[str] = set()
+    binaries: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    progress.reading(len(found.binaries))
+    while wanted:
+        batch = sorted({w.path: w for w in wanted if w.path not in done}.values(), key=lambda w: w.path)
+        done.update(w.path for w in batch)
+        read, failed = read_all(walked, batch, options.engine, progress.advance, inspector, options.jobs, options.cache)
+        binaries += read
+        errors += failed
+        wanted = []
+        for binary in read:
+            platform = platform_of(binary.info.format)
+            names = [i.name for i in binary.info.imports]
+            for ref in binary.by_name:
+                names += list(expand_template(ref.name, rules, platform)) if ref.template else [ref.name]
+            # data-named files discovery did not sniff, when this binary asks for them by name after all
+            known_aliases = set(found.aliases)
+            for item in discovery.named_skipped(found, set(names)):
+                real[item.path] = item
+                by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
+            for alias in set(found.aliases) - known_aliases:
+                if found.aliases[alias] in real:
+                    by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[found.aliases[alias]])
+            for name in names:
+                wanted += by_name.get(posixpath.basename(name.replace("\\", "/")).casefold(), [])
+    binaries.sort(key=lambda b: b.path)
+    return binaries, errors
+
+
+def _application_folder(target: discovery.Target) -> discovery.Target:
+    folder = target.path.parent
+    return discovery.Target("folder", folder, target.display, (folder,))
+
+
+def _focus(target: discovery.Target, found: discovery.Discovery) -> str:
+    """The target file's path in its folder's discovery; an input error
+    (exit 2) when it is unreadable or neither a binary nor an archive."""
+    name = discovery.printable(target.path.name)
+    if any(b.path == name for b in found.binaries):
+        return name
+    if name in found.aliases:
+        return found.aliases[name]
+    problem = next((e.message for e in found.errors if e.path == name), None)
+    if problem is not None:
+        raise discovery.TargetError(f"{target.display}: cannot read it ({problem})")
+    raise discovery.TargetError(
+        f"{target.display}: not a PE or ELF binary, nor a wheel or zip archive (a truncated or damaged archive "
+        "has no readable directory)"
+    )
+
+
+def _check_focus_read(target: discovery.Target, focus: str, errors: list[FileError]) -> None:
+    problem = next((e.message for e in errors if e.path == focus and e.stage == "read"), None)
+    if problem is not None:
+        raise discovery.TargetError(f"{target.display}: not a readable binary ({problem})")
+
+
+def _reached_from(focus: str, binaries: list[ScannedBinary], edges: list[Edge],
+                  verdicts: list[BinaryVerdict], errors: list[FileError]):
+    """Keep the target binary and what it loads from its folder, transitively;
+    errors only for files it asks for."""
+    out: dict[str, list[Edge]] = {}
+    for edge in edges:
+        out.setdefault(edge.source, []).append(edge)
+    keep, stack = {focus}, [focus]
+    while stack:
+        for edge in out.get(stack.pop(), ()):
+            if edge.in_tree and edge.resolved and edge.resolved not in keep:
+                keep.add(edge.resolved)
+                stack.append(edge.resolved)
+    asked = {posixpath.basename(e.name.replace("\\", "/")).casefold() for e in edges if e.source in keep}
+    return (
+        [b for b in binaries if b.path in keep],
+        [e for e in edges if e.source in keep],
+        [v for v in verdicts if v.binary.path in keep],
+        [e for e in errors if e.path == focus or posixpath.basename(e.path).casefold() in asked],
     )
 
 
@@ -175,6 +399,42 @@ def _gpu_text(host: HostReport) -> str:
     if gpu is None:
         return "no AMD GPU"
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
+
+
+def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], frameworks: Sequence):
+    """Whether a library found only elsewhere in the tree counts for a binary
+    (graph.resolve_edges' `reach`): within its own distribution, or where
+    either file belongs to none, yes (Python packages put their own folders on
+    the search path); in another distribution's folder only where the
+    consumer's framework rule says it adds that folder ([[search_folders]])."""
+    from cuda4amd.rules.frameworks import framework_for
+
+    owner = {b.path: b.distribution for b in binaries}
+    formats = {b.path: b.info.format for b in binaries}
+    roots = {d.name: posixpath.dirname(d.dist_info) for d in distributions}
+    rules_of = {d.name: framework_for(d.name, frameworks) for d in distributions}
+
+    def reach(source: str, hit: str) -> tuple[bool, str | None]:
+        mine, theirs = owner.get(source), owner.get(hit)
+        if mine is None or theirs is None or mine == theirs:
+            return True, None
+        framework = rules_of.get(mine)
+        if framework is None:
+            return False, None
+        platform = platform_of(formats.get(source, "ELF"))
+        root = roots.get(mine, "")
+        folder = posixpath.dirname(hit)
+        rel = posixpath.relpath(folder, root) if root else folder
+        fold = str.casefold if platform == "windows" else str
+        for rule in framework.search_folders:
+            if rule.platform not in (None, platform):
+                continue
+            for pattern in rule.folders:
+                if fnmatch.fnmatchcase(fold(rel), fold(pattern)):
+                    return True, f"framework rule {framework.id}: adds {pattern}"
+        return False, None
+
+    return reach
 
 
 def read_all(

@@ -1,14 +1,17 @@
 """Decide per binary and overall, following DESIGN.md §3.
 
-A binary's own CUDA dependencies give it a verdict; then verdicts flow along
-the graph: a binary is at best as good as the in-tree libraries it loads
-statically, and delay/by-name loads pass on at most `degraded`.
+A binary's own CUDA dependencies and its kernels (PTX per fat binary
+module) give it a verdict; then verdicts flow along the graph: a binary is at
+best as good as the libraries it loads statically from the tree (or from
+--search-path, or an NVIDIA library ZLUDA does not replace, judged in-tree),
+and delay/by-name loads pass on at most `degraded`.
 """
 from __future__ import annotations
 
 from dataclasses import dataclass, field
 
 from cuda4amd.model import ScannedBinary
+from cuda4amd.rules.kernels import PtxAcceptance
 from cuda4amd.scan.classify import Dependency, Identity
 
 RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
@@ -45,15 +48,18 @@ def decide(
     dependencies: list[Dependency],
     identities: dict[str, Identity],
     host_gaps: dict[str, list[str]] | None = None,
+    ptx: PtxAcceptance | None = None,
 ) -> list[BinaryVerdict]:
     """Verdicts per binary. `host_gaps` (family -> reasons the host cannot
-    serve it; "driver_api" ones hit every CUDA user) comes from cuda4amd.host."""
+    serve it; "driver_api" ones hit every CUDA user) comes from cuda4amd.host;
+    `ptx`: what the ZLUDA release does with module PTX (rules/kernels/), None
+    when nothing is known about it."""
     by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
     for dep in dependencies:
         by_source[dep.edge.source].append(dep)
     results = {b.path: BinaryVerdict(b, identities[b.path], by_source[b.path]) for b in binaries}
     for result in results.values():
-        _judge_own(result)
+        _judge_own(result, ptx)
         _judge_host(result, host_gaps or {})
     _propagate(results)
     return [results[b.path] for b in binaries]
@@ -70,7 +76,7 @@ def overall(verdicts: list[BinaryVerdict]) -> str:
     return "partial"
 
 
-def _judge_own(result: BinaryVerdict) -> None:
+def _judge_own(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
     me = result.identity
     if me.family is not None:
         if me.route == "redirect":
@@ -85,7 +91,7 @@ def _judge_own(result: BinaryVerdict) -> None:
             result.worsen("degraded", "looks like an NVIDIA CUDA library that cuda4amd has no rule for")
         elif me.basis != "in-tree":
             result.worsen("ready", f"NVIDIA {me.family_name} library: runs unchanged on ZLUDA's driver")
-    _judge_kernels(result)
+    _judge_kernels(result, ptx)
     bind_now = result.binary.info.bind_now
     for dep in result.dependencies:
         if not dep.is_cuda:
@@ -107,7 +113,10 @@ def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]]) -> None:
             result.worsen("blocked" if dep.edge.load == "static" else "degraded", f"this host: {gap}")
 
 
-def _judge_kernels(result: BinaryVerdict) -> None:
+def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
+    """Kernels decide per module: the CUDA runtime registers each fat binary
+    container as a module and ZLUDA compiles a module only from its own PTX,
+    so PTX in one module does not help the kernels of another."""
     kernels = result.binary.kernels
     if kernels is None:
         return
@@ -117,10 +126,41 @@ def _judge_kernels(result: BinaryVerdict) -> None:
         carried = [f"SASS for {_names(kernels.sass_archs)}"] if kernels.sass_archs else []
         carried += [f"LTO-IR for {_names(kernels.lto_ir_archs)}"] if kernels.lto_ir_archs else []
         result.worsen("blocked", f"{owner}its GPU kernels carry no PTX ({'; '.join(carried)}); ZLUDA runs only PTX")
-    elif kernels.state == "relocatable-ptx-only":
+        return
+    if kernels.state == "relocatable-ptx-only":
         result.worsen("degraded", f"{owner}its PTX exists only as relocatable device code (-rdc); whether ZLUDA can link it at load time is not known")
-    else:
+        return
+    total, usable = kernels.modules, kernels.modules_with_ptx
+    debug = ""
+    if ptx is not None and not ptx.debug_target and kernels.modules_debug_ptx_only:
+        usable -= kernels.modules_debug_ptx_only
+        debug = (
+            f"only debug PTX (nvcc -G: `.target …, debug`) in {_count(kernels.modules_debug_ptx_only, 'module')}, "
+            f"which ZLUDA {ptx.tag}'s PTX parser does not accept ({ptx.debug_target_source})"
+        )
+    if ptx is not None and not ptx.codeless_module_loads and kernels.codeless_containers:
+        # Whether the CUDA runtime asks the driver to load a module without
+        # kernels is not established, so this is said, not judged.
+        result.notes.append(
+            f"fat binary containers without PTX or code (nvlink's device-link stub): {kernels.codeless_containers}; "
+            f"ZLUDA {ptx.tag} refuses to load a module without PTX "
+            f"({ptx.codeless_module_source}), which matters only if the CUDA runtime loads it"
+        )
+    if usable >= total:
         result.worsen("ready", f"{owner}its kernels carry PTX, so it can run on ZLUDA's driver" if owner else None)
+    elif usable <= 0:
+        result.worsen("blocked", f"{owner}none of its {_count(total, 'kernel module')} carries PTX that ZLUDA can use"
+                      + (f": {debug}" if debug else ""))
+    else:
+        result.worsen(
+            "degraded",
+            f"{owner}PTX in {usable} of its {total} kernel modules; the kernels of the other {total - usable} "
+            "carry no PTX that ZLUDA can use (it runs only PTX), so they fail" + (f" ({debug})" if debug else ""),
+        )
+
+
+def _count(n: int, noun: str) -> str:
+    return f"{n} {noun}" if n == 1 else f"{n} {noun}s"
 
 
 def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) -> None:
@@ -140,7 +180,8 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call returns NOT_SUPPORTED")
         elif stubs:
-            result.worsen("degraded", f"{name}: {len(stubs)} imported function(s) are ZLUDA stubs that return NOT_SUPPORTED ({_names(stubs)})")
+            what = "imported function(s)" if load != "by-name" else "function(s) it resolves by name (cuGetProcAddress/dlsym)"
+            result.worsen("degraded", f"{name}: {len(stubs)} {what} are ZLUDA stubs that return NOT_SUPPORTED ({_names(stubs)})")
         if edge.ordinals:
             result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
     elif ident.route == "blocked":
@@ -163,7 +204,8 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
         (result, dep)
         for result in results.values()
         for dep in result.dependencies
-        if dep.edge.in_tree and not dep.is_cuda and dep.edge.resolved in results and dep.edge.resolved != result.binary.path
+        if dep.edge.resolved in results and dep.edge.resolved != result.binary.path  # in the tree, or read through --search-path
+        and (not dep.is_cuda or _judged_in_tree(dep))
     ]
     changed = True
     while changed:  # verdicts only get worse and reasons only accumulate: this ends
@@ -179,6 +221,13 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
                 changed |= result.worsen("blocked", f"needs {dep.edge.resolved}, which is blocked: {deciding}")
             else:
                 changed |= result.worsen("degraded", f"loads {dep.edge.resolved} ({dep.edge.load}), which is {needed.verdict}: {deciding}")
+
+
+def _judged_in_tree(dep: Dependency) -> bool:
+    """An NVIDIA library ZLUDA does not replace, found in the tree and judged
+    by its own kernels and driver calls: its importers inherit that verdict
+    (a blocked one is judged on the edge itself, see _judge_dependency)."""
+    return dep.identity.basis == "in-tree" and dep.identity.route == "passthrough"
 
 
 def _names(names) -> str:

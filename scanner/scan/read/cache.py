@@ -1,7 +1,7 @@
 """A per-user cache of what the read stage found in each file.
 
-A file's facts (its BinaryInfo, kernels, by-name references and the per-file
-errors of reading them) are a pure function of its bytes, the reader's code,
+A file's facts (its BinaryInfo, kernels, by-name references, the driver functions it
+names and the per-file errors of reading them) are a pure function of its bytes, the reader's code,
 the engine, the rules that classify library names, and the kernel-scan mode
 (which the scan derives again from the facts on every hit). So a record is
 keyed by
@@ -50,6 +50,7 @@ from typing import TYPE_CHECKING, Any, Callable
 
 from cuda4amd.model import (
     BinaryInfo,
+    DriverNames,
     FatbinEntry,
     FileError,
     ImportedLibrary,
@@ -68,13 +69,16 @@ if TYPE_CHECKING:
 FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
 DATABASE = "facts.sqlite3"
 SECRET = "facts.key"
-RECORD_FORMAT = 1
+RECORD_FORMAT = 2  # 2: driver_names
 #: Records not rewritten for this long are dropped when the cache is written.
 KEEP_SECONDS = 30 * 24 * 3600
 
 # The only classes a record holds; each is rebuilt from exactly its fields, in order.
 FACT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
-    BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference)}
+    BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference, DriverNames)}
+
+
+RECORD_FIELDS = frozenset(("format", "key", "mode", "info", "kernels", "by_name", "driver_names", "errors"))
 
 
 class BadRecord(ValueError):
@@ -215,6 +219,7 @@ class FactCache:
             "info": _encode(binary.info),
             "kernels": _encode(binary.kernels),
             "by_name": _encode(binary.by_name),
+            "driver_names": _encode(binary.driver_names),
             "errors": [[e.stage, e.message] for e in outcome.errors],
         }
         text = json.dumps(record, separators=(",", ":")).encode("ascii")
@@ -249,7 +254,7 @@ class FactCache:
         if not hmac.compare_digest(self._seal(text), seal):
             raise BadRecord("seal does not match")
         record = json.loads(text.decode("ascii"))
-        if not isinstance(record, dict) or set(record) != {"format", "key", "mode", "info", "kernels", "by_name", "errors"}:
+        if not isinstance(record, dict) or set(record) != RECORD_FIELDS:
             raise BadRecord("not a facts record")
         if record["format"] != RECORD_FORMAT or record["key"] != key:
             raise BadRecord("another record's key")
@@ -258,8 +263,9 @@ class FactCache:
             return None  # read for another kernel-scan mode (the rules judge this name differently now)
         kernels = _decode(record["kernels"], KernelReport | None)
         by_name = _decode(record["by_name"], tuple[NameReference, ...])
+        driver_names = _decode(record["driver_names"], DriverNames | None)
         errors = _decode(record["errors"], tuple[tuple[str, str], ...])
-        binary = ScannedBinary(item.path, info, item.size, kernels=kernels, by_name=by_name)
+        binary = ScannedBinary(item.path, info, item.size, kernels=kernels, by_name=by_name, driver_names=driver_names)
         return ReadOutcome(binary, tuple(FileError(item.path, stage, message) for stage, message in errors))
 
 

@@ -80,7 +80,8 @@ Entry header (``header size`` bytes, at least 0x40; then the payload):
             carry 1.8 here, LTO-IR 1.65 (their own format versions): not
             a PTX ISA, so ``ptx_isa`` is None for them.
 0x1C  u32   SM number (86 for sm_86 and for compute_86 PTX)
-0x28  u64   flags: 0x1 64-bit, 0x10 Linux host, 0x40 Windows host (MSVC
+0x28  u64   flags: 0x1 64-bit, 0x2 debug (``nvcc -G``: the PTX says
+            ``.target sm_86, debug``), 0x10 Linux host, 0x40 Windows host (MSVC
             builds; cufft64_11.dll's .data fat binaries say Linux), 0x2000
             LZ4 (``--compress-mode=speed``; most CUDA 12 Windows wheels),
             0x8000 zstd (the CUDA 13 default and ``size``/``balance``),
@@ -161,6 +162,11 @@ _CAN_RELEASE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "M
 )
 
 KIND_NAMES = {1: "ptx", 2: "sass", 8: "lto-ir"}
+#: __fatBinC_Wrapper_t version of nvcc's device-link stub (FATBINC_LINK_VERSION)
+LINK_WRAPPER_VERSION = 2
+#: A cubin's section header table is read only up to this many sections.
+MAX_CUBIN_SECTIONS = 1 << 16
+FLAG_DEBUG = 0x2  # nvcc -G: PTX written with `.target sm_XX, debug` (checked: nvcc 13.0, -G -fatbin)
 FLAG_LZ4 = 0x2000
 FLAG_ZSTD = 0x8000
 FLAG_ARCH_SPECIFIC = 0x100000  # sm_90a
@@ -209,7 +215,8 @@ def check_section_size(name: str, start: int, end: int) -> None:
 
 
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "budget")
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "budget",
+                 "kinds", "link_targets")
 
     def __init__(self, buf) -> None:
         self.buf = buf
@@ -221,6 +228,8 @@ class _Scan:
         self.sections: dict[str, None] = {}
         self.containers = 0
         self._names: dict[tuple, tuple] = {}  # interned kind/arch/isa strings
+        self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
+        self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
 
     def release(self, start: int, end: int) -> None:
         """Drop the mapping's resident pages in [start, end) (file-backed and
@@ -269,6 +278,9 @@ class _Scan:
         relocatable = section in RELOCATABLE_SECTIONS
         entries = self.entries
         names_cache = self._names
+        ptx = debug_ptx = 0
+        cubins: list[tuple[int, int, bool]] = []  # (payload offset, size, compressed)
+        other_code = False
         e = first
         while e < stop:
             if e + MIN_ENTRY_HEADER > stop:
@@ -303,11 +315,20 @@ class _Scan:
                     f"sm_{arch}{suffix}",
                     f"{major}.{minor}" if kind == 1 else None,
                 )
-            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc)
+            debug = bool(flags & FLAG_DEBUG)
+            entry = FatbinEntry(names[0], names[1], names[2], compression, section, relocatable, psize, unc, debug)
+            if kind == 1:
+                ptx += 1
+                debug_ptx += debug
+            elif kind == 2:
+                cubins.append((e + ehs, psize, compression != "none"))
+            else:
+                other_code = True
             entries.append(entry)
             if len(entries) > MAX_ENTRIES:
                 raise MalformedBinary(f"more than {MAX_ENTRIES} fat binary entries (hostile input?)")
             e = nxt
+        self.kinds[off] = _module_kind(buf, relocatable, ptx, debug_ptx, cubins, other_code)
         return stop
 
     # -- a container section, walked -----------------------------------------------------
@@ -399,6 +420,52 @@ class _Scan:
         self.release(mark, end)
 
 
+def _module_kind(buf, relocatable: bool, ptx: int, debug_ptx: int,
+                 cubins: list[tuple[int, int, bool]], other_code: bool) -> str:
+    """What one container is as a module the CUDA runtime registers.
+
+    "relocatable" (-rdc input, not a registered module), "ptx" (has PTX),
+    "debug-ptx" (its only PTX was built with -G), "codeless" (empty, or
+    SASS whose cubins hold no code section: nvlink's device-link stub),
+    "compressed-sass" (SASS only, compressed: whether it holds code is
+    decided with the wrappers, see _report), "sass" (SASS/LTO-IR with code
+    and no PTX).
+    """
+    if relocatable:
+        return "relocatable"
+    if ptx:
+        return "debug-ptx" if ptx == debug_ptx else "ptx"
+    if other_code:
+        return "sass"
+    if not cubins:
+        return "codeless"
+    if any(compressed for _, _, compressed in cubins):
+        return "compressed-sass"
+    return "sass" if any(_cubin_has_code(buf, at, size) for at, size, _ in cubins) else "codeless"
+
+
+def _cubin_has_code(buf, at: int, size: int) -> bool:
+    """Whether an uncompressed cubin (an ELF image) has a `.text.<kernel>`
+    section. Only its section header table and section name table are read;
+    anything that is not a well-formed ELF64 counts as code (the safe side)."""
+    end = at + size
+    if size < 64 or buf[at : at + 4] != b"\x7fELF" or buf[at + 4] != 2:
+        return True
+    shoff, = struct.unpack_from("<Q", buf, at + 0x28)
+    shentsize, shnum, shstrndx = struct.unpack_from("<HHH", buf, at + 0x3A)
+    if shentsize < 64 or shnum > MAX_CUBIN_SECTIONS or shstrndx >= shnum or at + shoff + shnum * shentsize > end:
+        return True
+    str_off, str_size = struct.unpack_from("<QQ", buf, at + shoff + shstrndx * shentsize + 0x18)
+    names_start = at + str_off
+    if str_off + str_size > size:
+        return True
+    for i in range(shnum):
+        (name,) = struct.unpack_from("<I", buf, at + shoff + i * shentsize)
+        if name < str_size and buf[names_start + name : names_start + name + 6] == b".text.":
+            return True
+    return False
+
+
 def _image_base(buf, size: int) -> int:
     """PE ImageBase from the optional header (wrapper pointers are absolute VAs)."""
     if size < 0x40:
@@ -456,6 +523,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
             count += 1
             if count > MAX_WRAPPERS:
                 raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
+            (version,) = struct.unpack_from(endian + "I", buf, hit + 4)
             (target,) = ptr.unpack_from(buf, hit + 8)
             if not target:
                 continue
@@ -467,9 +535,11 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                     f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of the "
                     f"file holds: the CUDA runtime would register no kernels from it")
             va1, fstart, fend, name = spans[va0]
+            off = fstart + (rva - va0)
+            if version == LINK_WRAPPER_VERSION:
+                scan.link_targets.add(off)
             if name in CONTAINER_SECTIONS:
                 continue  # a section walked already
-            off = fstart + (rva - va0)
             if off in scan.seen:
                 continue
             if off + 16 > fend or buf[off : off + 4] != MAGIC_BYTES:
@@ -552,6 +622,25 @@ def _report(scan: _Scan) -> KernelReport:
     def pairs(items):
         return tuple(sorted(items, key=lambda p: (arch_sort_key(p[0]), p[1])))
 
+    # A compressed SASS-only container is nvlink's device-link stub when a
+    # version-2 wrapper points at it and the file has no relocatable device
+    # code: without -rdc the device link has nothing to link (checked on the
+    # uncompressed fixtures: those stubs' cubins have no .text section).
+    has_relocatable = any(kind == "relocatable" for kind in scan.kinds.values())
+    modules = with_ptx = debug_only = codeless = 0
+    for off, kind in scan.kinds.items():
+        if kind == "compressed-sass":
+            kind = "codeless" if off in scan.link_targets and not has_relocatable else "sass"
+        if kind == "relocatable":
+            continue
+        if kind == "codeless":
+            codeless += 1
+            continue
+        modules += 1
+        if kind in ("ptx", "debug-ptx"):
+            with_ptx += 1
+            debug_only += kind == "debug-ptx"
+
     return KernelReport(
         entries=entries,
         containers=scan.containers,
@@ -562,4 +651,8 @@ def _report(scan: _Scan) -> KernelReport:
         lto_ir_archs=tuple(sorted(lto, key=arch_sort_key)),
         state=state,
         compressed=compressed,
+        modules=modules,
+        modules_with_ptx=with_ptx,
+        modules_debug_ptx_only=debug_only,
+        codeless_containers=codeless,
     )

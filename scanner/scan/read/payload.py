@@ -14,6 +14,7 @@ from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.byname import NameReference, find_library_names
+from cuda4amd.scan.read.drivernames import DriverNames, find_driver_names
 from cuda4amd.scan.read.elf import loader_disagreements
 from cuda4amd.scan.read.fatbin import KernelReport, analyse_kernels
 
@@ -23,6 +24,7 @@ class Payload:
     kernels: KernelReport | None
     by_name: tuple[NameReference, ...]
     errors: tuple[FileError, ...]
+    driver_names: DriverNames | None = None
 
 
 @dataclass(frozen=True)
@@ -36,7 +38,9 @@ class PayloadInspector:
             return Payload(None, (), ())  # ZLUDA replaces this file: it is never loaded
         errors: list[FileError] = []
         if info.format == "ELF":  # the answer follows ld.so; where the section headers differ, say so
-            errors += [FileError(path, "read", f"{note} (the answer follows ld.so)")
+            # stage "loader", not "read": the file was read (a "read" error means it could not be,
+            # and a single-file target with one is refused as unreadable)
+            errors += [FileError(path, "loader", f"{note} (the answer follows ld.so)")
                        for note in loader_disagreements(buf)]
         kernels = None
         try:
@@ -50,7 +54,18 @@ class PayloadInspector:
             errors.append(FileError(path, "strings", f"string table: {exc}"))
         if kernels is not None and kernels.state == "none":
             kernels = None
-        return Payload(kernels, by_name, tuple(errors))
+        driver_names = find_driver_names(buf, info) if self.loads_driver(by_name, info) else None
+        return Payload(kernels, by_name, tuple(errors), driver_names)
+
+    def loads_driver(self, by_name: tuple[NameReference, ...], info: BinaryInfo) -> bool:
+        """Whether the binary names the CUDA driver library for loading at run
+        time: then it resolves driver functions by name too (issue 10, item 4)."""
+        platform = platform_of(info.format)
+        for ref in by_name:
+            family = None if ref.template else self.rules.family_for(posixpath.basename(ref.name), platform)
+            if family is not None and "driver" in family.zluda_libraries:
+                return True
+        return False
 
     def kernel_scan(self, path: str, info: BinaryInfo) -> str | None:
         """None (not worth reading), "cheap" (known fat binary sections) or "deep" (also .data/.rdata/.cask_re).

@@ -1,0 +1,91 @@
+"""CUDA driver functions a binary names for resolving at run time.
+
+Libraries that load the driver themselves (NCCL, cuRAND, cuSOLVER, CuPy's
+driver module, anything linking the CUDA runtime statically) never import
+`cuMemCreate` and friends: they pass the names to `cuGetProcAddress` or
+`dlsym`/`GetProcAddress`, so the names sit in their read-only data as
+NUL-terminated strings.
+
+    found = find_driver_names(buf, info)
+    found.names          # ('cuCtxCreate', 'cuMemCreate', …): the binary's own
+    found.runtime_table  # how many names belonged to the CUDA runtime's table
+
+The CUDA runtime (cudart, shared or linked in statically) carries a table
+of every driver entry point it wraps — about 490 names in cudart 12 —
+which says nothing about what the binary calls. It is recognised by its
+shape, not by file name: a run of driver names packed back to back (only
+NUL padding between them) that includes per-thread-default-stream variants
+(`…_ptds`, `…_ptsz`). cudart resolves both variants of every stream
+function, for `--default-stream per-thread`; a library's own loader asks
+for the plain name (cuGetProcAddress picks the variant through its flags).
+Measured: cudart64_12.dll 12.9 (one run of 495, 69 of them _ptds/_ptsz),
+curand64_10.dll 10.3.5 (485/66), ctranslate2.dll 4.8.5 (495/69), libnccl.so.2
+2.19.3 (runs of 373/56 and 60/10, and NCCL's own cudawrap.cc table, 29
+names without variants); CuPy's driver module names 25, none in a run with
+variants.
+"""
+from __future__ import annotations
+
+import re
+
+from cuda4amd.model import BinaryInfo, DriverNames
+
+__all__ = ["DriverNames", "find_driver_names", "DATA_SECTIONS"]
+
+#: where string literals live (PE, ELF)
+DATA_SECTIONS = frozenset({".rdata", ".rodata", ".data.rel.ro", ".lrodata"})
+#: a driver entry point: `cu` + capital + identifier, NUL-terminated, starting a string
+_NAME = re.compile(rb"\x00cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # NUL-led: the literal prefix keeps the search fast
+_FIRST = re.compile(rb"cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # a name at the very start of a section
+_THREAD_VARIANTS = (b"_ptds\x00", b"_ptsz\x00")
+#: cap against hostile input: this many names per binary at most
+MAX_NAMES = 200_000
+
+
+def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
+    """Driver function names in the read-only data of one binary (bounded; never raises for content)."""
+    size = len(buf)
+    own: set[str] = set()
+    runtime = 0
+    seen = 0
+    for section in info.sections:
+        if section.name not in DATA_SECTIONS:
+            continue
+        start = max(0, section.file_offset)
+        length = section.file_size
+        if section.virtual_size and section.virtual_size < length:
+            length = section.virtual_size
+        end = min(size, start + max(0, length))
+        run: list[bytes] = []
+        last_end = -1
+        if start >= end:
+            continue
+        head = _FIRST.match(buf, start, end)
+        if head is not None:
+            run.append(head.group())
+            last_end = head.end()
+        pos = last_end - 1 if head is not None else start  # a closing NUL leads the next name
+        while True:
+            match = _NAME.search(buf, pos, end)
+            if match is None:
+                break
+            seen += 1
+            if seen > MAX_NAMES:
+                break
+            first = match.start() + 1
+            if run and buf[last_end:first].strip(b"\0"):
+                runtime += _close(run, own)
+                run = []
+            run.append(match.group()[1:])
+            last_end = match.end()
+            pos = last_end - 1
+        runtime += _close(run, own)
+    return DriverNames(tuple(sorted(own)), runtime)
+
+
+def _close(run: list[bytes], own: set[str]) -> int:
+    """Add a finished run's names to `own` unless it is the runtime's table; return how many were left out."""
+    if any(name.endswith(_THREAD_VARIANTS) for name in run):
+        return len(run)
+    own.update(name[:-1].decode("ascii") for name in run)
+    return 0

@@ -1,0 +1,215 @@
+"""Resolution as the loader does it: a single binary with its folder, input
+errors, libraries found through --search-path, verdicts through in-tree
+NVIDIA libraries, and other distributions' folders (issue 10, item 6)."""
+from __future__ import annotations
+
+import shutil
+import zipfile
+
+from click.testing import CliRunner
+from conftest import FIXTURES, by_path, dependency
+
+from cuda4amd.cli import main
+
+TOOL = FIXTURES / "demo" / "Tool"
+
+
+def run(*args):
+    return CliRunner().invoke(main, list(map(str, args)))
+
+
+def test_a_single_binary_is_scanned_with_its_folder(scan):
+    report = scan(TOOL / "tool.exe")
+    assert report["target"]["kind"] == "file"
+    binaries = by_path(report)
+    # what it loads from its folder is read and judged; the plugins it does not load are left out
+    assert {path: b["verdict"] for path, b in binaries.items()} == {"render.dll": "degraded", "tool.exe": "degraded"}
+    assert dependency(binaries["tool.exe"], "render.dll")["how"] == "same-folder"
+    assert binaries["tool.exe"]["reasons"][0].startswith("loads render.dll (static), which is degraded")
+    assert report["verdict"] == "partial"
+
+
+def test_a_library_alone_is_judged_with_what_sits_next_to_it(scan):
+    report = scan(TOOL / "render.dll")
+    assert [b["path"] for b in report["binaries"]] == ["render.dll"]
+    assert report["binaries"][0]["verdict"] == "degraded"
+
+
+def test_unreadable_truncated_and_non_archive_targets_are_input_errors(tmp_path):
+    text = run("scan", TOOL / "readme.txt")
+    assert text.exit_code == 2 and "not a PE or ELF binary, nor a wheel or zip archive" in text.output
+    truncated = run("scan", FIXTURES / "corrupt" / "truncated.so")
+    assert truncated.exit_code == 2 and "not a readable binary" in truncated.output
+    not_zip = tmp_path / "fake-1.0-py3-none-any.whl"
+    not_zip.write_bytes(b"this is not a zip archive\n")
+    assert run("scan", not_zip).exit_code == 2
+    archive = tmp_path / "cut-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(archive, "w") as out:
+        out.write(FIXTURES / "pe" / "app_ready.exe", "pkg/app_ready.exe")
+    cut = tmp_path / "cut2-1.0-py3-none-any.whl"
+    cut.write_bytes(archive.read_bytes()[:-40])  # the central directory's end is gone
+    assert run("scan", cut).exit_code == 2
+    # the working archive scans
+    assert run("scan", archive).exit_code == 0
+
+
+def test_in_tree_nvidia_libraries_pass_their_verdict_to_their_importers(tmp_path, scan):
+    """A cuSOLVER that ZLUDA does not replace, here with PTX in only one of
+    its two kernel modules (the nvcc-built axpy_fatb.dll under cuSOLVER's
+    name): degraded, and so is solver_user.dll, which imports it."""
+    shutil.copy(FIXTURES / "pe" / "solver_user.dll", tmp_path / "solver_user.dll")
+    shutil.copy(FIXTURES / "kernels" / "pe" / "axpy_fatb.dll", tmp_path / "cusolver64_11.dll")
+    binaries = by_path(scan(tmp_path))
+    solver = binaries["cusolver64_11.dll"]
+    assert solver["nvidia_library"]["basis"] == "in-tree" and solver["verdict"] == "degraded"
+    user = binaries["solver_user.dll"]
+    assert dependency(user, "cusolver64_11.dll")["route"] == "passthrough"
+    assert user["verdict"] == "degraded"
+    assert any(r.startswith("loads cusolver64_11.dll (static), which is degraded: NVIDIA cuSOLVER library")
+               for r in user["reasons"])
+
+
+def search_path_layout(tmp_path):
+    app, libs = tmp_path / "app", tmp_path / "libs"
+    app.mkdir()
+    libs.mkdir()
+    shutil.copy(TOOL / "tool.exe", app / "tool.exe")
+    shutil.copy(TOOL / "render.dll", libs / "render.dll")
+    return app, libs
+
+
+def test_libraries_found_through_the_search_path_are_read_and_judged(tmp_path, scan):
+    app, libs = search_path_layout(tmp_path)
+    report = scan(app, search_paths=(libs,))
+    binaries = by_path(report)
+    render = binaries[str(libs / "render.dll")]
+    assert render["verdict"] == "degraded"
+    assert dependency(render, "cublas64_12.dll")["symbols"]["stub"] == ["cublasDgemm_v2"]
+    tool = binaries["tool.exe"]
+    assert dependency(tool, "render.dll")["how"] == "search-path"
+    assert tool["verdict"] == "degraded"
+    assert tool["reasons"][0].startswith(f"loads {libs / 'render.dll'} (static), which is degraded")
+    # without the search path render.dll is merely unresolved
+    alone = by_path(scan(app))["tool.exe"]
+    assert dependency(alone, "render.dll")["how"] == "unresolved"
+
+
+def test_the_fix_green_lights_what_a_search_path_library_needs(tmp_path):
+    from test_fix_support import WIN_HOST, WIN_ZIP
+
+    app, libs = search_path_layout(tmp_path)
+    result = run("scan", app, "--search-path", libs, "--host", WIN_HOST, "--fix", "--dry-run", "--zluda", WIN_ZIP)
+    assert f"cublas64_12.dll  ← {libs / 'render.dll'} (static)" in result.output
+    assert "copy   .cuda4amd/zluda/cublas64_12.dll" in result.output
+
+
+def test_placement_puts_nothing_outside_the_target(tmp_path, rules):
+    """A library read through --search-path lies outside the target: its
+    imports go to the folder of the target's program that loads it (the
+    Windows loader's first place to look), or are left out with a note to
+    use the launcher; never next to the library (issue 11)."""
+    from test_fix_support import WIN_HOST, WIN_ZIP
+
+    from cuda4amd.fix.plan import make_plan
+    from cuda4amd.fix.release import choose_source
+    from cuda4amd.host import load_host_report
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    app, libs = search_path_layout(tmp_path)
+    host = load_host_report(WIN_HOST)
+
+    def place(target):
+        result = run_scan(ScanOptions(target=str(target), search_paths=(libs,), host="none"), rules=rules)
+        source = choose_source(rules, result.release.tag, "windows", WIN_ZIP)
+        return make_plan(result, rules=rules, host=host, source=source, mode="place")
+
+    plan = place(app)
+    assert [(a.kind, a.path) for a in plan.actions] == [
+        ("copy", "cublas64_12.dll"), ("copy", "nvcuda.dll"), ("copy", "nvcudart_hybrid64.dll")]
+    assert "the program that loads" in next(a.why for a in plan.actions if a.path == "cublas64_12.dll")
+    assert not plan.warnings
+
+    # the same importer as a DLL (IMAGE_FILE_DLL set): no program of the target loads render.dll
+    plugins = tmp_path / "plugins"
+    plugins.mkdir()
+    data = bytearray((app / "tool.exe").read_bytes())
+    characteristics = int.from_bytes(data[0x3C:0x40], "little") + 4 + 18  # PE signature, COFF header field
+    data[characteristics + 1] |= 0x20  # IMAGE_FILE_DLL (0x2000): the field's high byte
+    (plugins / "plugin.dll").write_bytes(bytes(data))
+    plan = place(plugins)
+    assert [a.path for a in plan.actions] == ["nvcuda.dll", "nvcudart_hybrid64.dll"]  # plugin.dll's own import
+    assert all(not a.path.startswith(("/", "..")) for a in plan.actions)
+    note = next(w for w in plan.warnings if "render.dll" in w)
+    assert "outside the target" in note and "cublas64_12.dll" in note and "--mode launcher" in note
+
+
+def test_another_distributions_folder_counts_only_where_a_framework_rule_adds_it(tmp_path, scan):
+    from test_packages import install
+
+    site = tmp_path / "site-packages"
+    solver = FIXTURES / "kernels" / "elf" / "libaxpy_ptx86.so"  # an nvcc-built library with PTX, as cuSOLVER 11
+    install(site, "nvidia-cusolver-cu11", "11.4.1", {"nvidia/cusolver/lib/libcusolver.so.11": solver})
+    # libuser_rpath.so needs libcusolver.so.11, which its RPATH does not find
+    install(site, "oldpkg", "1.0", {"oldpkg/libuser_rpath.so": FIXTURES / "elf" / "libuser_rpath.so"})
+    install(site, "torch", "2.0.0", {"torch/lib/libuser_rpath.so": FIXTURES / "elf" / "libuser_rpath.so"})
+    binaries = by_path(scan(site))
+    # nothing puts nvidia/cusolver/lib on oldpkg's search path
+    old = dependency(binaries["oldpkg/libuser_rpath.so"], "libcusolver.so.11")
+    assert (old["how"], old["resolved"], old["via"]) == ("unresolved", None, None)
+    # torch preloads nvidia/*/lib (torch/__init__.py _preload_cuda_deps; rules/frameworks/torch.toml)
+    torch = dependency(binaries["torch/lib/libuser_rpath.so"], "libcusolver.so.11")
+    assert (torch["how"], torch["resolved"]) == ("framework-folder", "nvidia/cusolver/lib/libcusolver.so.11")
+    assert torch["via"] == "framework rule torch: adds nvidia/*/lib"
+    assert torch["basis"] == "in-tree" and torch["route"] == "passthrough"
+
+
+def test_within_one_distribution_elsewhere_in_tree_still_counts(tmp_path, scan):
+    from test_packages import install
+
+    site = tmp_path / "site-packages"
+    install(site, "onepkg", "1.0", {
+        "onepkg/libs/libcusolver.so.11": FIXTURES / "kernels" / "elf" / "libaxpy_ptx86.so",
+        "onepkg/ext/libuser_rpath.so": FIXTURES / "elf" / "libuser_rpath.so",
+    })
+    dep = dependency(by_path(scan(site))["onepkg/ext/libuser_rpath.so"], "libcusolver.so.11")
+    assert (dep["how"], dep["resolved"], dep["via"]) == ("elsewhere-in-tree", "onepkg/libs/libcusolver.so.11", None)
+
+
+def test_a_folder_holding_wheels_and_zips_scans_them_too(tmp_path, scan):
+    folder = tmp_path / "downloads"
+    folder.mkdir()
+    shutil.copy(FIXTURES / "pe" / "app_ready.exe", folder / "app_ready.exe")
+    with zipfile.ZipFile(folder / "blaspkg-1.0-py3-none-win_amd64.whl", "w") as wheel:
+        wheel.write(FIXTURES / "pe" / "blas_mixed.dll", "blaspkg/blas_mixed.dll")
+        wheel.writestr("blaspkg-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: blaspkg\nVersion: 1.0\n")
+        wheel.writestr("blaspkg-1.0.dist-info/RECORD", "blaspkg/blas_mixed.dll,,\nblaspkg-1.0.dist-info/METADATA,,\n")
+    with zipfile.ZipFile(folder / "tool.zip", "w") as archive:
+        for name in ("tool.exe", "render.dll"):
+            archive.write(TOOL / name, f"Tool/{name}")
+    (folder / "broken.zip").write_bytes(b"PK\x03\x04 not really")
+    report = scan(folder)
+    binaries = by_path(report)
+    assert {path: b["verdict"] for path, b in binaries.items()} == {
+        "app_ready.exe": "ready",
+        "blaspkg-1.0-py3-none-win_amd64.whl/blaspkg/blas_mixed.dll": "degraded",
+        "tool.zip/Tool/render.dll": "degraded",
+        "tool.zip/Tool/tool.exe": "degraded",
+    }
+    assert [b["path"] for b in report["binaries"]] == sorted(binaries)
+    assert dependency(binaries["tool.zip/Tool/tool.exe"], "render.dll")["resolved"] == "tool.zip/Tool/render.dll"
+    assert binaries["blaspkg-1.0-py3-none-win_amd64.whl/blaspkg/blas_mixed.dll"]["distribution"] == "blaspkg"
+    (package,) = report["packages"]
+    assert (package["name"], package["verdict"]) == ("blaspkg", "partial")
+    assert report["errors"] == [
+        {"path": "broken.zip", "stage": "discover", "message": "not a readable zip archive (truncated or damaged?)"}
+    ]
+
+
+def test_the_graph_links_a_search_path_library_as_the_binary_it_is(tmp_path, rules):
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    app, libs = search_path_layout(tmp_path)
+    graph = run_scan(ScanOptions(target=str(app), search_paths=(libs,), host="none"), rules=rules).graph
+    render = str(libs / "render.dll")
+    assert graph.nodes[render]["kind"] == "binary"
+    assert graph.has_edge("tool.exe", render) and "lib:render.dll" not in graph
