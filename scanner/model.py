@@ -25,6 +25,11 @@ def platform_of(binary_format: str) -> str:
     return PLATFORM_OF_FORMAT[binary_format]
 
 
+def loader_key(name: str, platform: str) -> str:
+    """A file name as the platform's loader compares it: Windows ignores case, Linux does not."""
+    return name.casefold() if platform == "windows" else name
+
+
 @dataclass(frozen=True)
 class Section:
     name: str
@@ -202,3 +207,12 @@ class ScannedBinary:
     kernels: KernelReport | None = None  # fat binary contents, when it has any
     by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time
     driver_names: DriverNames | None = None  # driver functions it names, when it loads the driver by name
+
+
+@dataclass(frozen=True)
+class ReadOutcome:
+    """One binary read (by the read stage or from the facts cache): its facts, None if it
+    could not be read, and its per-file errors in order."""
+
+    binary: ScannedBinary | None
+    errors: tuple[FileError, ...] = ()

@@ -56,3 +56,18 @@ def by_path(document: dict) -> dict[str, dict]:
 def dependency(binary: dict, name: str) -> dict:
     (found,) = [d for d in binary["dependencies"] if d["name"].casefold() == name.casefold()]
     return found
+
+
+@pytest.fixture(scope="session", autouse=True)
+def private_facts_cache(tmp_path_factory):
+    """Scans in tests (`scan` caches by default) use a cache of their own, not the user's."""
+    import os
+
+    folder = tmp_path_factory.mktemp("facts-cache")
+    old = os.environ.get("CUDA4AMD_FACTS_CACHE")
+    os.environ["CUDA4AMD_FACTS_CACHE"] = str(folder)
+    yield folder
+    if old is None:
+        os.environ.pop("CUDA4AMD_FACTS_CACHE", None)
+    else:
+        os.environ["CUDA4AMD_FACTS_CACHE"] = old

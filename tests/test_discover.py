@@ -63,14 +63,14 @@ def test_non_utf8_file_names_are_reported_printably(tmp_path):
 def test_unreadable_file_is_one_error_and_the_walk_goes_on(tmp_path, monkeypatch):
     shutil.copy(PE, tmp_path / "locked.dll")
     shutil.copy(PE, tmp_path / "open.dll")
-    real_open = discovery.open_regular
+    real_open = discovery.open_regular_fd  # discovery sniffs through it (root ignores chmod 000)
 
     def guarded_open(path, *args, **kwargs):
         if str(path).endswith("locked.dll"):
             raise PermissionError(13, "Permission denied", str(path))
         return real_open(path, *args, **kwargs)
 
-    monkeypatch.setattr(discovery, "open_regular", guarded_open)
+    monkeypatch.setattr(discovery, "open_regular_fd", guarded_open)
     found = discovery.discover(discovery.resolve_target(str(tmp_path)))
     assert [b.path for b in found.binaries] == ["open.dll"]
     assert [(e.path, e.stage, e.message) for e in found.errors] == [("locked.dll", "discover", "permission denied")]
@@ -141,7 +141,7 @@ def test_wheel_is_read_in_place(tmp_path):
 
 
 def test_large_archive_members_are_spooled_not_held(tmp_path, monkeypatch):
-    import cuda4amd.scan.pipeline as scan_module
+    import cuda4amd.scan.read.parallel as scan_module
 
     archive = tmp_path / "big.zip"
     with zipfile.ZipFile(archive, "w") as zf:

@@ -354,3 +354,17 @@ def test_jax_s_assembled_names_find_the_nvidia_folders_it_preloads(tmp_path, sca
     dep = next(d for d in binary["dependencies"] if d["name"] == "libcupti.so.{version}")
     assert (dep["how"], dep["resolved"]) == ("framework-folder", "nvidia/cu13/lib/libcupti.so.13")
     assert dep["via"] == "framework rule jax: adds nvidia/*/lib"
+
+
+def test_the_facts_cache_key_covers_the_run_time_name_rules(tmp_path, rules):
+    # by-name facts depend on how loaders assemble names: another names.toml must not reuse old records
+    from cuda4amd.rules import load_rules
+    from cuda4amd.scan.read.cache import scan_context
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    write(tmp_path, "names.toml", "[[fragment]]\nplatform = 'linux'\nstrings = ['.so.%u']\nsource = 'x'\n")
+    extended = load_rules([tmp_path])
+    shipped = PayloadInspector(rules, rules.release(rules.default_release))
+    more = PayloadInspector(extended, extended.release(extended.default_release))
+    assert scan_context("fast", shipped) == scan_context("fast", PayloadInspector(rules, shipped.release))
+    assert scan_context("fast", shipped) != scan_context("fast", more)

@@ -1,15 +1,27 @@
 #!/usr/bin/env python3
-"""Benchmark `cuda4amd scan` on real CUDA wheels, the way docs/performance.md reports it.
+"""Benchmark `cuda4amd scan` against the speed goals, the way docs/performance.md reports them.
 
-    python tools/bench.py                 # print the table
-    python tools/bench.py --runs 7        # more repetitions
+    python tools/bench.py                          # the acceptance wheel sets (downloaded once)
+    python tools/bench.py --tree /path/to/site-packages --runs 7
+    python tools/bench.py --tree /opt/torch/.venv --lief-runs 0 --cold 3
 
-Downloads (once, into the wheel cache) and unpacks the wheels, links their
-trees into one folder, then measures in fresh processes:
-  * end-to-end `cuda4amd scan TREE --format json`: wall time and peak RSS
-    (warm: one untimed run first, so the page cache holds the files);
-  * the reading stage alone (headers and import tables), fast engine vs lief,
-    side by side in one run.
+Each measurement is a fresh process (`python -m cuda4amd scan TREE --format
+json`), repeated, reported as min / median / max:
+
+  * full scan, warm page cache, facts cache off (`--no-cache`): the default
+    `--jobs` (one worker per usable core) and `--jobs 1`;
+  * `--engine lief` in the same run, and the ratio of the medians;
+  * re-scan of the unchanged tree with a warm facts cache (a private cache
+    folder, filled by one untimed run);
+  * peak memory of the main process and of the whole process tree (RSS
+    summed over the processes, and PSS, which counts shared pages once),
+    sampled from /proc every 5 ms in one extra run;
+  * cold page cache: each run after `sync; echo 3 > /proc/sys/vm/drop_caches`
+    (needs root and a writable /proc/sys; the table says why not otherwise).
+
+Every run's report is compared with the first `--jobs 1 --no-cache` report
+(all but its `command` field, the command line as typed): the figures only
+count when the output is the same.
 """
 from __future__ import annotations
 
@@ -17,18 +29,17 @@ import argparse
 import json
 import os
 import platform
-import shutil
 import statistics
 import subprocess
 import sys
 import tempfile
 import time
+from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Callable
 
 REPO = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(REPO / "tests"))
-
-from wheelcache import unpacked  # noqa: E402
 
 CORE = [
     "cupy-cuda12x==14.2.0",
@@ -39,77 +50,239 @@ CORE = [
 # the kernel-heavy cuBLAS wheel (cublasLt64_12.dll alone holds ~3000 fat binary containers)
 SETS = {"core": CORE, "core+cublas": CORE + ["nvidia-cublas-cu12==12.9.2.10"]}
 
-READ_STAGE = """
-import json, resource, sys, time
-from cuda4amd.scan.discover import discover, resolve_target
-from cuda4amd.scan.pipeline import read_all
-target = resolve_target(sys.argv[1])
-found = discover(target, follow_links=True).binaries  # the tree links to the unpacked wheels
-start = time.perf_counter()
-binaries, errors = read_all(target, found, sys.argv[2])
-print(json.dumps({"seconds": time.perf_counter() - start, "binaries": len(binaries),
-                  "errors": len(errors), "bytes": sum(b.size for b in found)}))
-"""
+# The goals of issue 13 (seconds, MB, ratio).
+GOAL_WARM_2_CORES = 0.8
+GOAL_WARM_16_CORES = 1.0
+GOAL_COLD_16_CORES = 4.0
+GOAL_LIEF_RATIO = 25.0
+GOAL_RESCAN = 0.3
+GOAL_MAIN_MB = 150
+GOAL_TREE_MB = 400
 
 
-def timed(command: list[str]) -> tuple[float, int, str]:
-    """Wall seconds, peak RSS in MB and stdout of one fresh process."""
-    start = time.perf_counter()
-    child = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)
-    out = child.stdout.read()
-    _, _, usage = os.wait4(child.pid, 0)
-    child.returncode = 0
-    return time.perf_counter() - start, usage.ru_maxrss // 1024, out.decode()
+@dataclass
+class Runs:
+    wall: list[float] = field(default_factory=list)
+    outputs: list[str] = field(default_factory=list)
+
+    def cells(self) -> str:
+        if not self.wall:
+            return "| | | |"
+        return f"| {min(self.wall):.3f} s | {statistics.median(self.wall):.3f} s | {max(self.wall):.3f} s |"
+
+    @property
+    def median(self) -> float:
+        return statistics.median(self.wall)
 
 
-def measure(packages: list[str], runs: int) -> None:
-    workdir = Path(tempfile.mkdtemp(prefix="cuda4amd-bench-"))
+def scan_command(tree: Path, *options: str) -> list[str]:
+    return [sys.executable, "-m", "cuda4amd", "scan", str(tree), "--format", "json", *options]
+
+
+def scans(tree: Path, follow_links: bool) -> Callable[..., list[str]]:
+    """scan_command for ``tree``, with --follow-links where the tree links to folders outside it."""
+    always = ("--follow-links",) if follow_links else ()
+    return lambda *options: scan_command(tree, *always, *options)
+
+
+def run(command: list[str], env: dict[str, str], times: int) -> Runs:
+    runs = Runs()
+    for _ in range(times):
+        start = time.perf_counter()
+        done = subprocess.run(command, capture_output=True, env=env, check=False)
+        runs.wall.append(time.perf_counter() - start)
+        if done.returncode not in (0, 3, 4):
+            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
+        runs.outputs.append(done.stdout.decode())
+    return runs
+
+
+def drop_caches() -> str | None:
+    """None when the page cache was dropped, else why it could not be."""
+    if os.geteuid() != 0:
+        return "not root"
+    try:
+        os.sync()
+        with open("/proc/sys/vm/drop_caches", "w") as handle:
+            handle.write("3\n")
+    except OSError as exc:
+        return f"/proc/sys/vm/drop_caches: {exc.strerror or exc}"
+    return None
+
+
+def cold(command: list[str], env: dict[str, str], times: int) -> tuple[Runs, str | None]:
+    runs = Runs()
+    for _ in range(times):
+        why = drop_caches()
+        if why is not None:
+            return runs, why
+        one = run(command, env, 1)
+        runs.wall += one.wall
+        runs.outputs += one.outputs
+    return runs, None
+
+
+def _descendants(pid: int) -> list[int]:
+    found, stack = [], [pid]
+    while stack:
+        current = stack.pop()
+        found.append(current)
+        try:
+            children = Path(f"/proc/{current}/task/{current}/children").read_text().split()
+        except OSError:
+            continue
+        stack += [int(c) for c in children]
+    return found
+
+
+def _status_kb(pid: int, field_name: str) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+            if line.startswith(field_name + ":"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def _pss_kb(pid: int) -> int:
+    try:
+        for line in Path(f"/proc/{pid}/smaps_rollup").read_text().splitlines():
+            if line.startswith("Pss:"):
+                return int(line.split()[1])
+    except OSError:
+        pass
+    return 0
+
+
+def memory(command: list[str], env: dict[str, str]) -> dict[str, int] | None:
+    """Peak MB: main process (VmHWM), process tree (summed RSS, summed PSS); None without /proc."""
+    if not Path("/proc/self/smaps_rollup").exists():
+        return None
+    child = subprocess.Popen(command, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, env=env)
+    main_kb = tree_rss = tree_pss = 0
+    workers = 0
+    while child.poll() is None:
+        pids = _descendants(child.pid)
+        workers = max(workers, len(pids) - 1)
+        main_kb = max(main_kb, _status_kb(child.pid, "VmHWM"))
+        tree_rss = max(tree_rss, sum(_status_kb(p, "VmRSS") for p in pids))
+        tree_pss = max(tree_pss, sum(_pss_kb(p) for p in pids))
+        time.sleep(0.005)
+    return {"main": main_kb // 1024, "tree_rss": tree_rss // 1024, "tree_pss": tree_pss // 1024, "workers": workers}
+
+
+def tree_facts(tree: Path, report: dict) -> str:
+    size = files = 0
+    for folder, _, names in os.walk(tree, followlinks=True):
+        for name in names:
+            try:
+                size += os.stat(os.path.join(folder, name)).st_size
+                files += 1
+            except OSError:
+                pass
+    kinds: dict[str, int] = {}
+    for binary in report["binaries"]:
+        kinds[binary.get("format", "?")] = kinds.get(binary.get("format", "?"), 0) + 1
+    shown = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
+    return f"{files:,} files, {size / 2**30:.2f} GiB; {len(report['binaries'])} binaries ({shown}); verdict {report['verdict']}"
+
+
+def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links: bool = False) -> None:
+    command = scans(tree, follow_links)
+    cache_dir = Path(tempfile.mkdtemp(prefix="cuda4amd-bench-facts-"))
+    env = {**os.environ, "CUDA4AMD_FACTS_CACHE": str(cache_dir)}
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+
+    reference = run(command("--jobs", "1", "--no-cache"), env, 1)  # also warms the page cache
+    expected = reference.outputs[0]
+    report = json.loads(expected)
+    parallel = run(command("--no-cache"), env, runs)
+    serial = run(command("--jobs", "1", "--no-cache"), env, runs)
+    # as many workers as the fast runs (lief's default is one process: it holds whole files)
+    lief = run(command("--no-cache", "--engine", "lief", "--jobs", str(cores)), env, lief_runs)
+    run(command(), env, 1)  # fills the facts cache
+    rescan = run(command(), env, runs)
+    peak = memory(command("--no-cache"), env)
+    cold_runs_done, cold_why = cold(command("--no-cache"), env, cold_runs)
+
+    def comparable(text: str, *fields: str) -> dict:
+        document = json.loads(text)
+        for name in ("command", *fields):  # the command line as typed differs between the runs by design
+            document.pop(name, None)
+        return document
+
+    reference_document = comparable(expected)
+    same = all(comparable(out) == reference_document for r in (parallel, serial, rescan, cold_runs_done)
+               for out in r.outputs)
+    # the report names the reader it used
+    lief_same = all(comparable(out, "engine") == comparable(expected, "engine") for out in lief.outputs)
+    warm_goal = GOAL_WARM_16_CORES if cores >= 16 else GOAL_WARM_2_CORES
+
+    def met(ok: bool) -> str:
+        return "yes" if ok else "**no**"
+
+    print(f"tree: {tree}")
+    print(f"{tree_facts(tree, report)}")
+    print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print()
+    print("| measurement | runs | min | median | max | goal | met |")
+    print("| --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| full scan, warm, `--no-cache` (jobs = {cores}) | {runs} {parallel.cells()} ≤ {warm_goal} s | {met(parallel.median <= warm_goal)} |")
+    print(f"| full scan, warm, `--no-cache --jobs 1` | {runs} {serial.cells()} | |")
+    if lief.wall:
+        ratio = lief.median / parallel.median
+        print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | |")
+        print(f"| lief ÷ fast (medians, same run) | | | {ratio:.1f}× | | ≥ {GOAL_LIEF_RATIO:.0f}× | {met(ratio >= GOAL_LIEF_RATIO)} |")
+    print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} |")
+    if cold_runs_done.wall:
+        goal = f"≤ {GOAL_COLD_16_CORES} s" if cores >= 16 else ""
+        print(f"| full scan, cold page cache, `--no-cache` | {len(cold_runs_done.wall)} {cold_runs_done.cells()} {goal} | "
+              f"{met(cold_runs_done.median <= GOAL_COLD_16_CORES) if cores >= 16 else ''} |")
+    elif cold_runs:
+        print(f"| full scan, cold page cache | not measured: {cold_why} | | | | | |")
+    if peak is not None:
+        print(f"| peak memory, main process (VmHWM) | 1 | | {peak['main']} MB | | ≤ {GOAL_MAIN_MB} MB | {met(peak['main'] <= GOAL_MAIN_MB)} |")
+        print(f"| peak memory, process tree ({peak['workers']} workers), summed PSS | 1 | | {peak['tree_pss']} MB | | ≤ {GOAL_TREE_MB} MB | {met(peak['tree_pss'] <= GOAL_TREE_MB)} |")
+        print(f"| peak memory, process tree, summed RSS (shared pages counted per process) | 1 | | {peak['tree_rss']} MB | | | |")
+    print()
+    print(f"output identical to `--jobs 1 --no-cache` in every fast run: {'yes' if same else 'NO'}; lief runs: {'identical but for the engine field' if lief_same else 'differ'}")
+    print()
+    for path in sorted(cache_dir.iterdir()):
+        path.unlink()
+    cache_dir.rmdir()
+    if not same:
+        raise SystemExit("outputs differ between runs: the figures above do not count")
+
+
+def wheel_set_tree(packages: list[str], workdir: Path) -> Path:
+    from wheelcache import unpacked
+
     tree = workdir / "tree"
     tree.mkdir()
     for spec in packages:
         (tree / spec.split("==")[0]).symlink_to(unpacked(spec), target_is_directory=True)
-
-    # the tree's folders are links to the unpacked wheels, outside it: --follow-links walks them
-    scan = [sys.executable, "-c", "from cuda4amd.cli import main; main()", "scan", str(tree), "--format", "json",
-            "--follow-links"]
-    timed(scan)  # warm the page cache and Python's bytecode cache
-    runs_done = [timed(scan) for _ in range(runs)]
-    report = json.loads(runs_done[-1][2])
-    read = {engine: [timed([sys.executable, "-c", READ_STAGE, str(tree), engine]) for _ in range(max(1, runs // 2))]
-            for engine in ("fast", "lief")}
-    shutil.rmtree(workdir)
-
-    def stage(engine: str) -> tuple[float, int, dict]:
-        results = [json.loads(out) for _, _, out in read[engine]]
-        return statistics.median(r["seconds"] for r in results), max(rss for _, rss, _ in read[engine]), results[0]
-
-    fast_s, fast_rss, facts = stage("fast")
-    lief_s, lief_rss, _ = stage("lief")
-    wall = [w for w, _, _ in runs_done]
-    print(f"packages: {', '.join(packages)}")
-    print(f"tree: {report['summary']['files']} files, {facts['binaries']} binaries, {facts['bytes'] / 2**20:.0f} MiB of binaries; verdict {report['verdict']}")
-    print()
-    print("| measurement | median | min | max | peak RSS |")
-    print("| --- | --- | --- | --- | --- |")
-    print(f"| end-to-end `cuda4amd scan --format json` ({runs} warm runs) | {statistics.median(wall):.3f} s | {min(wall):.3f} s | {max(wall):.3f} s | {max(r for _, r, _ in runs_done)} MB |")
-    print(f"| reading stage, fast engine | {fast_s:.3f} s | | | {fast_rss} MB |")
-    print(f"| reading stage, lief engine | {lief_s:.3f} s | | | {lief_rss} MB |")
-    print()
-    print(f"reading stage: fast is {lief_s / fast_s:.0f}x faster than lief")
-    print()
+    return tree
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    parser.add_argument("--runs", type=int, default=5)
-    parser.add_argument("--set", choices=sorted(SETS), action="append", help="package set(s) to measure (default: all)")
+    parser.add_argument("--runs", type=int, default=5, help="repetitions of each fast measurement (default 5)")
+    parser.add_argument("--lief-runs", type=int, default=1, help="repetitions with --engine lief (default 1; 0: skip)")
+    parser.add_argument("--cold", type=int, default=2, metavar="N", help="cold-page-cache runs (default 2; 0: skip)")
+    parser.add_argument("--tree", type=Path, action="append", help="a folder, venv or wheel to measure (repeatable)")
+    parser.add_argument("--set", choices=sorted(SETS), action="append", help="acceptance wheel set(s) (default: all, when no --tree)")
     args = parser.parse_args()
-    print(f"machine: {platform.machine()}, {os.cpu_count()} cores, Python {platform.python_version()}")
-    print()
+    for tree in args.tree or []:
+        measure(tree, args.runs, args.lief_runs, args.cold)
+    if args.tree and not args.set:
+        return
     for name in args.set or SETS:
-        print(f"## {name}")
-        print()
-        measure(SETS[name], args.runs)
+        with tempfile.TemporaryDirectory(prefix="cuda4amd-bench-") as workdir:
+            print(f"## {name}: {', '.join(SETS[name])}")
+            print()
+            # the tree's folders are links to the unpacked wheels, outside it: --follow-links walks them
+            measure(wheel_set_tree(SETS[name], Path(workdir)), args.runs, args.lief_runs, args.cold, follow_links=True)
 
 
 if __name__ == "__main__":

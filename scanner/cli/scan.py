@@ -64,6 +64,8 @@ class ReleaseOption(click.Option):
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
 @click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET (reported and skipped by default).")
 @click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this process).")
+@click.option("--no-cache", is_flag=True, help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
 @click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @quiet_option
 @color_option
@@ -75,7 +77,7 @@ class ReleaseOption(click.Option):
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
 @click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
 def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, follow_links, host,
-         verbose, quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
+         jobs, no_cache, verbose, quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
@@ -99,6 +101,8 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         rule_dirs=tuple(Path(p) for p in rule_dirs),
         host=host,
         follow_links=follow_links,
+        jobs=jobs,
+        cache=not no_cache,
     )
     try:
         with _progress() as progress:

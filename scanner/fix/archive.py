@@ -34,6 +34,7 @@ from pathlib import Path
 from typing import Iterable, Iterator
 
 from cuda4amd.fix.release import ReleaseError, ReleaseSource, cache_dir, sha256_file, tree_sha256
+from cuda4amd.model import loader_key
 
 __all__ = ["ArchiveError", "Store", "prepare_store", "inspect_archive", "extract_archive", "open_folder",
            "MAX_TOTAL_BYTES", "MAX_MEMBERS"]
@@ -205,7 +206,7 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
             raise ArchiveError(f"{what}: more than {MAX_MEMBERS} members")
         if not m.rel:
             continue  # the top folder itself
-        key = m.rel.casefold() if platform == "windows" else m.rel
+        key = loader_key(m.rel, platform)
         parents = ["/".join(key.split("/")[:i]) for i in range(1, key.count("/") + 1)]
         clash = next((p for p in parents if p in seen), None)
         if clash is not None or (m.kind != "dir" and key in folders) or (m.kind == "dir" and key in seen):

@@ -38,7 +38,7 @@ from dataclasses import dataclass, field
 from pathlib import Path, PureWindowsPath
 from typing import Any, Iterable
 
-from cuda4amd.model import platform_of
+from cuda4amd.model import loader_key, platform_of
 
 # The planner's helpers from host/, report/, launchers and the framework rules are imported in the
 # steps that use them: the journal imports this module for Plan, and `cuda4amd run` / `undo` start
@@ -789,7 +789,7 @@ def _placements(linked: list[_Dep], importers, by_path, release, platform: str, 
     rows = {f.path: f for f in release.files if f.platform == platform}
 
     def add(dest: str, source_row, why: str) -> None:
-        key = dest.casefold() if platform == "windows" else dest
+        key = loader_key(dest, platform)
         if key in dests:
             return
         source = _resolve_row(rows, source_row.path) or source_row.path

@@ -33,12 +33,13 @@ from http.client import HTTPException
 from pathlib import Path
 from typing import Callable
 
+from cuda4amd.userdirs import cache_dir  # the cache folder, shared with the facts cache
+
 __all__ = ["ReleaseError", "ReleaseSource", "cache_dir", "choose_source", "fetch_archive", "download",
            "check_url", "sha256_file", "tree_sha256", "release_url", "UPSTREAM_URL", "MIRROR_VARIABLE"]
 
 UPSTREAM_URL = "https://github.com/vosen/ZLUDA/releases/download"
 MIRROR_VARIABLE = "CUDA4AMD_ZLUDA_MIRROR"
-CACHE_VARIABLE = "CUDA4AMD_CACHE"
 CHUNK = 1 << 16
 
 Progress = Callable[[int, "int | None"], None]
@@ -74,18 +75,6 @@ class ReleaseSource:
     def from_dict(cls, data: dict) -> "ReleaseSource":
         return cls(data["tag"], data["platform"], data["kind"], data["location"], data["asset"],
                    data.get("size"), data.get("sha256"))
-
-
-def cache_dir() -> Path:
-    """The per-user cache (downloads, unpacked releases): $CUDA4AMD_CACHE, else platformdirs'
-    user cache folder (%LOCALAPPDATA%\\cuda4amd, $XDG_CACHE_HOME/cuda4amd or ~/.cache/cuda4amd,
-    ~/Library/Caches/cuda4amd)."""
-    env = os.environ.get(CACHE_VARIABLE)
-    if env:
-        return Path(env).expanduser()
-    import platformdirs  # ~7 ms, only when a fix needs the cache (docs/performance.md)
-
-    return Path(platformdirs.user_cache_dir("cuda4amd", appauthor=False, opinion=False))
 
 
 def release_url(tag: str, asset: str) -> str:

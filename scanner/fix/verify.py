@@ -25,6 +25,7 @@ from typing import Any
 from cuda4amd.fix.journal import REPORT_PATH, Journal, file_state, same_state, state_after
 from cuda4amd.fix.plan import STORE_DIR, in_fix_dir
 from cuda4amd.fix.release import sha256_file
+from cuda4amd.model import loader_key
 
 __all__ = ["Verification", "verify", "after_report", "REPORT_NAME", "REPORT_SCHEMA"]
 
@@ -73,9 +74,9 @@ def verify(journal: Journal, result) -> Verification:
         if in_fix_dir(v.binary.path):
             continue
         for d in v.dependencies:
-            deps.setdefault((v.binary.path, d.edge.name.casefold() if d.edge.platform == "windows" else d.edge.name), d)
+            deps.setdefault((v.binary.path, loader_key(d.edge.name, d.edge.platform)), d)
     for row in plan.linked:
-        key = (row["binary"], row["name"].casefold() if plan.platform == "windows" else row["name"])
+        key = (row["binary"], loader_key(row["name"], plan.platform))
         check = {"what": "dependency", "binary": row["binary"], "name": row["name"], "family": row["family"],
                  "loads": None, "sha256": None, "expected": None, "ok": False}
         out.checks.append(check)

@@ -27,6 +27,7 @@ from typing import Any
 import networkx as nx
 
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
+from cuda4amd.model import loader_key, platform_of
 from cuda4amd.report import GRAPH_FORMATS
 
 GRAPH_SCHEMA = "cuda4amd.graph/1"
@@ -116,7 +117,7 @@ class _Facts:
         if isinstance(resolved, str) and resolved in self.paths:
             return resolved
         name = dep.get("name") or ""
-        return f"lib:{name.casefold() if binary.get('format') == 'PE' else name}"
+        return f"lib:{loader_key(name, platform_of(binary.get('format') or 'ELF'))}"
 
 
 def attributed(graph: nx.DiGraph, document: dict) -> nx.DiGraph:

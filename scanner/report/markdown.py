@@ -29,7 +29,7 @@ import re
 from dataclasses import dataclass
 from typing import Iterable
 
-from cuda4amd.model import REPORT_SYMBOL_STATES
+from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
@@ -47,7 +47,6 @@ KERNEL_STATE = {
     "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not known",
     "sass-only": "carries no PTX, only NVIDIA machine code, which ZLUDA cannot run",
 }
-SDK_LIBRARIES = {"rocblas": "rocBLAS", "hipblaslt": "hipBLASLt", "rocsparse": "rocSPARSE", "miopen": "MIOpen", "hip": "HIP"}
 
 
 @dataclass(frozen=True)
@@ -455,13 +454,13 @@ def host_section(host: dict | None) -> str:
         if sdk.get("full_version") and sdk.get("full_version") != version:
             version += f" ({sdk['full_version']})"
         libraries = sdk.get("libraries") or {}
-        present = ", ".join(f"{SDK_LIBRARIES.get(k, k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
+        present = ", ".join(f"{_library_name(k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
         rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
         gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
         for name, kernels in (sdk.get("kernels") or {}).items():
             if gfx:
                 has = gfx in (kernels.get("archs") or [])
-                rows.append([f"{SDK_LIBRARIES.get(name, name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+                rows.append([f"{_library_name(name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
     zluda = host.get("zluda") or []
     if zluda:
         for install in zluda:
@@ -579,7 +578,7 @@ class _Diagram:
                         skipped += 1
                 elif dep.get("family") is not None:
                     name = dep["name"]
-                    key = f"lib:{name.casefold() if binary.get('format') == 'PE' else name}"
+                    key = f"lib:{loader_key(name, platform_of(binary.get('format') or 'ELF'))}"
                     libraries.setdefault(key, {"name": name, "family": dep["family"], "route": dep.get("route") or "unknown"})
                     edges.setdefault((f"bin:{binary['path']}", key), set()).add(dep.get("load", "static"))
                 else:
@@ -757,3 +756,10 @@ class _Diagram:
         if notes:
             parts.append("To keep it readable, " + "; ".join(notes) + ".")
         return " ".join(parts)
+
+
+def _library_name(key: str) -> str:
+    """The human name of a HIP SDK library key, from host.sdk's table (the one source)."""
+    from cuda4amd.host.sdk import LIBRARIES
+
+    return LIBRARIES[key][0] if key in LIBRARIES else key

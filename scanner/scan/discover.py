@@ -1,13 +1,19 @@
 """Find the binaries of a scan target: a folder, a venv, one file, or a wheel/zip.
 
-Binaries are recognised by their magic bytes, never by extension. Trouble
-with a single file (unreadable, vanished, odd name) becomes a FileError and
-the walk goes on.
+Binaries are recognised by their magic bytes, never by extension. Files
+under a few data extensions (DATA_EXTENSIONS: Python sources and bytecode,
+text, C/C++/CUDA sources and headers) are not opened during the walk: they
+are noted, and sniffed after all only if some binary of the tree names them
+in its imports (:func:`named_skipped`), or (POSIX) if they carry an execute
+bit; docs/design.md says why that cannot change a report. Trouble with a
+single file (unreadable, vanished, odd name) becomes a FileError and the
+walk goes on.
 """
 from __future__ import annotations
 
 import lzma
 import os
+import posixpath
 import re
 import stat
 import zipfile
@@ -17,7 +23,7 @@ from pathlib import Path
 from typing import Callable, Literal
 
 from cuda4amd.model import FileError
-from cuda4amd.scan.read.engine import open_regular, sniff_file
+from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, sniff_file
 
 # What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
 OWN_FOLDER = ".cuda4amd"
@@ -34,6 +40,18 @@ ARCHIVE_ERRORS = (OSError, zipfile.BadZipFile, zlib.error, lzma.LZMAError, EOFEr
 MAX_MEMBER_BYTES = 4 << 30
 
 TargetKind = Literal["folder", "venv", "site-packages", "file", "archive"]
+
+#: Names no loader of this tool's resolution maps: Python's import system
+#: loads extension modules only under EXTENSION_SUFFIXES (.so, .pyd), the
+#: by-name search (read/byname.py) only finds .dll/.so names, and an import
+#: table naming one of these is caught by named_skipped. See docs/design.md.
+DATA_EXTENSIONS = frozenset((
+    "py", "pyc", "pyo", "pyi", "pyx", "pxd", "pxi", "pth", "typed",
+    "txt", "md", "rst", "html", "htm", "css", "js", "json", "toml", "yaml", "yml", "cfg", "ini", "csv", "xml",
+    "h", "hh", "hpp", "hxx", "cuh", "inl", "c", "cc", "cpp", "cxx", "cu",
+))
+#: Execute bits: on POSIX an executable file is sniffed whatever its name.
+_EXECUTABLE = stat.S_IXUSR | stat.S_IXGRP | stat.S_IXOTH
 
 
 class TargetError(Exception):
@@ -66,6 +84,10 @@ class Discovery:
     aliases: dict[str, str] = field(default_factory=dict)
     errors: list[FileError] = field(default_factory=list)
     files_seen: int = 0
+    # files not sniffed for their data extension: casefolded name -> [(disk path or member, relative path)]
+    skipped: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
+    # (st_dev, st_ino) of each binary on disk -> its relative path (links and hard links become aliases)
+    inodes: dict[tuple[int, int], str] = field(default_factory=dict)
 
 
 _WINDOWS_DRIVE = re.compile(r"^([A-Za-z]):[\\/](.*)$")
@@ -170,6 +192,8 @@ def _walk_folder(root: Path, prefix: str, result: Discovery, on_file, inside: st
     visited_dirs: set[tuple[int, int]] = set()
     seen_files: dict[tuple[int, int], str] = {}
     links: list[tuple[str, str, os.stat_result]] = []
+    # data-named files not sniffed, by inode: a link to one is read under the file's own name first
+    data_files: dict[tuple[int, int], tuple[str, str, os.stat_result]] = {}
     stack: list[tuple[str, str]] = [(os.fspath(root), prefix)]
     while stack:
         folder, rel = stack.pop()
@@ -207,14 +231,61 @@ def _walk_folder(root: Path, prefix: str, result: Discovery, on_file, inside: st
             result.files_seen += 1
             if on_file:
                 on_file()
-            if entry.is_symlink():
+            if _is_data_name(entry.name) and not st.st_mode & _EXECUTABLE:
+                result.skipped.setdefault(entry.name.casefold(), []).append((entry.path, child_rel))
+                if not entry.is_symlink():
+                    data_files.setdefault((st.st_dev, st.st_ino), (entry.path, child_rel, st))
+            elif entry.is_symlink():
                 links.append((entry.path, child_rel, st))
             else:
                 _consider_once(entry.path, child_rel, st, seen_files, result)
     # Symlinked files last, so that a library and its soname link are read once,
     # under the real file's name, and the link becomes an alias of it.
     for path, rel, st in links:
+        real = data_files.pop((st.st_dev, st.st_ino), None)
+        if real is not None:
+            _consider_once(*real, seen_files, result)
         _consider_once(path, rel, st, seen_files, result)
+    for key, rel in seen_files.items():  # for named_skipped
+        result.inodes.setdefault(key, rel)
+
+
+def _is_data_name(name: str) -> bool:
+    return name.rpartition(".")[2].lower() in DATA_EXTENSIONS and "." in name
+
+
+def named_skipped(result: Discovery, names: set[str]) -> list[FoundBinary]:
+    """Sniff the data-named files whose names some binary imports; the binaries among them.
+
+    ``names``: library names as the binaries' import tables hold them
+    (compared casefolded, a superset of every platform's matching). Each
+    file is considered once; links and hard links of a binary become
+    aliases, as in the walk. ``result.binaries`` is extended and stays sorted.
+    """
+    new: list[FoundBinary] = []
+    archive = None
+    try:
+        for name in sorted({posixpath.basename(n.replace("\\", "/")).casefold() for n in names}):
+            for where, rel in result.skipped.pop(name, []):
+                if result.target.kind == "archive":
+                    archive = archive or zipfile.ZipFile(result.target.path)
+                    before = len(result.binaries)
+                    _consider_member(archive, archive.getinfo(where), rel, result)
+                    new += result.binaries[before:]
+                    continue
+                try:
+                    st = os.stat(where)
+                except OSError as exc:
+                    result.errors.append(FileError(rel, "discover", _os_message(exc)))
+                    continue
+                before = len(result.binaries)
+                _consider_once(where, rel, st, result.inodes, result)
+                new += result.binaries[before:]
+    finally:
+        if archive is not None:
+            archive.close()
+    result.binaries.sort(key=lambda b: b.path)
+    return sorted(new, key=lambda b: b.path)
 
 
 def _consider_once(path: str, rel: str, st: os.stat_result, seen: dict, result: Discovery) -> None:
@@ -227,10 +298,18 @@ def _consider_once(path: str, rel: str, st: os.stat_result, seen: dict, result: 
 
 def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | None = None) -> bool:
     try:
-        with open_regular(path) as handle:  # a FIFO swapped in after the listing is refused, not waited on
-            kind = sniff_file(handle)
+        fd, st = open_regular_fd(path)  # a FIFO swapped in after the listing is refused, not waited on
+        try:
+            # the DOS header, and where it points, with plain reads: no file object per file
+            head = os.read(fd, 0x40)
+            kind = sniff(head)
+            if kind is None and head[:2] == b"MZ":  # e_lfanew beyond the first bytes, or a short file
+                with os.fdopen(os.dup(fd), "rb", buffering=0) as handle:
+                    kind = sniff_file(handle)
             if size is None:
-                size = os.fstat(handle.fileno()).st_size
+                size = st.st_size
+        finally:
+            os.close(fd)
     except OSError as exc:
         result.errors.append(FileError(rel, "discover", _os_message(exc)))
         return False
@@ -255,18 +334,25 @@ def _walk_archive(path: Path, result: Discovery, on_file) -> None:
             rel = printable(info.filename).lstrip("/")
             if stat.S_ISLNK(info.external_attr >> 16):
                 continue  # zip symlinks hold a target path, not a binary
-            try:
-                with archive.open(info) as member:
-                    kind = sniff_file(member)
-            except ARCHIVE_ERRORS as exc:
-                result.errors.append(FileError(rel, "discover", f"cannot read archive member: {exc}"))
+            if _is_data_name(posixpath.basename(info.filename)) and not (info.external_attr >> 16) & _EXECUTABLE:
+                result.skipped.setdefault(posixpath.basename(info.filename).casefold(), []).append((info.filename, rel))
                 continue
-            if kind is not None and info.file_size > MAX_MEMBER_BYTES:
-                result.errors.append(FileError(rel, "discover", f"archive member claims {info.file_size} bytes "
-                                               f"uncompressed, more than the {MAX_MEMBER_BYTES >> 30} GiB read "
-                                               f"per member: not read"))
-            elif kind is not None:
-                result.binaries.append(FoundBinary(rel, kind, info.file_size, member=info.filename))
+            _consider_member(archive, info, rel, result)
+
+
+def _consider_member(archive: zipfile.ZipFile, info: zipfile.ZipInfo, rel: str, result: Discovery) -> None:
+    try:
+        with archive.open(info) as member:
+            kind = sniff_file(member)
+    except ARCHIVE_ERRORS as exc:
+        result.errors.append(FileError(rel, "discover", f"cannot read archive member: {exc}"))
+        return
+    if kind is not None and info.file_size > MAX_MEMBER_BYTES:
+        result.errors.append(FileError(rel, "discover", f"archive member claims {info.file_size} bytes "
+                                       f"uncompressed, more than the {MAX_MEMBER_BYTES >> 30} GiB read "
+                                       f"per member: not read"))
+    elif kind is not None:
+        result.binaries.append(FoundBinary(rel, kind, info.file_size, member=info.filename))
 
 
 def _os_message(exc: OSError) -> str:

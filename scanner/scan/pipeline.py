@@ -8,11 +8,8 @@ from __future__ import annotations
 import fnmatch
 import os
 import posixpath
-import shutil
-import tempfile
 import time
 import zipfile
-from contextlib import contextmanager
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
@@ -27,17 +24,15 @@ from cuda4amd.scan.distributions import Distribution, find_distributions, owner_
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
+from cuda4amd.scan.read.cache import FactCache
 from cuda4amd.scan.read.engine import MalformedBinary, mapped, open_regular, read_buffer
+from cuda4amd.scan.read.parallel import read_binaries
 from cuda4amd.scan.read.payload import PayloadInspector
 from cuda4amd.scan.routes import unseen_loaders
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
 if TYPE_CHECKING:
     import networkx as nx
-
-# Archive members up to this size are read from memory; larger ones are
-# spooled to a temporary file so memory stays flat whatever the member's size.
-IN_MEMORY_MEMBER_LIMIT = 64 * 1024 * 1024
 
 
 @dataclass(frozen=True)
@@ -49,6 +44,8 @@ class ScanOptions:
     rule_dirs: tuple[Path, ...] = ()
     host: str = "none"  # "auto" (probe this machine), "none", or a recorded host report (.json)
     follow_links: bool = False  # walk links to folders outside the target (else reported, not followed)
+    jobs: int | None = None  # reading processes; None: one per usable core
+    cache: bool = False  # use the per-user cache of file facts
 
 
 @dataclass
@@ -114,9 +111,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
     if focus is None:
         progress.reading(len(found.binaries))
-        binaries, read_errors = read_all(walked, found.binaries, options.engine, progress.advance, inspector)
+        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector)
     else:
-        binaries, read_errors = _read_closure(walked, found, focus, options.engine, progress, inspector, rules)
+        binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
     if focus is not None:
         _check_focus_read(target, focus, read_errors)
     distributions = find_distributions(target, follow_links=options.follow_links)
@@ -125,7 +122,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         archives, archive_errors = _archives_in(walked)
         read_errors += archive_errors
         for archive in archives:
-            more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options.engine, inspector)
+            more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options, inspector)
             binaries += more
             read_errors += more_errors
             distributions += more_distributions
@@ -256,7 +253,20 @@ def _archives_in(target: discovery.Target) -> tuple[list[Path], list[FileError]]
     return found, errors
 
 
-def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: PayloadInspector):
+def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
+                advance: Callable[[], None], inspector: PayloadInspector) -> tuple[list[ScannedBinary], list[FileError]]:
+    """Read what discovery found, then the data-named files that some binary read imports after all
+    (discover.named_skipped), until none is left."""
+    binaries, errors = read_all(walked, found.binaries, options.engine, advance, inspector, options.jobs, options.cache)
+    extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
+    while extra:
+        more, more_errors = read_all(walked, extra, options.engine, advance, inspector, options.jobs, options.cache)
+        binaries, errors = sorted(binaries + more, key=lambda b: b.path), errors + more_errors
+        extra = discovery.named_skipped(found, {i.name for b in more for i in b.info.imports})
+    return binaries, errors
+
+
+def _scan_archive(walked: discovery.Target, path: Path, options: ScanOptions, inspector: PayloadInspector):
     """Read one archive of a folder: its binaries, errors and distributions,
     with paths prefixed by the archive's path in the folder."""
     prefix = discovery.printable(os.path.relpath(path, walked.path)).replace(os.sep, "/") + "/"
@@ -265,7 +275,7 @@ def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: 
         found = discovery.discover(archive)
     except discovery.TargetError as exc:
         return [], [FileError(prefix.rstrip("/"), "discover", str(exc))], [], 0
-    binaries, errors = read_all(archive, found.binaries, engine, inspector=inspector)
+    binaries, errors = _read_found(archive, found, options, lambda: None, inspector)
     for binary in binaries:
         binary.path = prefix + binary.path
     errors = [replace(e, path=prefix + e.path) for e in found.errors + errors]
@@ -276,7 +286,8 @@ def _scan_archive(walked: discovery.Target, path: Path, engine: str, inspector: 
     return binaries, errors, distributions, found.files_seen
 
 
-def _read_closure(walked, found, focus: str, engine: str, progress: Progress, inspector: PayloadInspector, rules: RuleSet):
+def _read_closure(walked, found, focus: str, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
+                  rules: RuleSet):
     """Read the target binary, then only the binaries of its folder whose
     file names it (or what it loads, transitively) asks for: every way the
     graph resolves a name ends at a file of that name, so nothing reachable
@@ -296,7 +307,7 @@ def _read_closure(walked, found, focus: str, engine: str, progress: Progress, in
     while wanted:
         batch = sorted({w.path: w for w in wanted if w.path not in done}.values(), key=lambda w: w.path)
         done.update(w.path for w in batch)
-        read, failed = read_all(walked, batch, engine, progress.advance, inspector)
+        read, failed = read_all(walked, batch, options.engine, progress.advance, inspector, options.jobs, options.cache)
         binaries += read
         errors += failed
         wanted = []
@@ -305,6 +316,14 @@ def _read_closure(walked, found, focus: str, engine: str, progress: Progress, in
             names = [i.name for i in binary.info.imports]
             for ref in binary.by_name:
                 names += list(expand_template(ref.name, rules, platform)) if ref.template else [ref.name]
+            # data-named files discovery did not sniff, when this binary asks for them by name after all
+            known_aliases = set(found.aliases)
+            for item in discovery.named_skipped(found, set(names)):
+                real[item.path] = item
+                by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
+            for alias in set(found.aliases) - known_aliases:
+                if found.aliases[alias] in real:
+                    by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[found.aliases[alias]])
             for name in names:
                 wanted += by_name.get(posixpath.basename(name.replace("\\", "/")).casefold(), [])
     binaries.sort(key=lambda b: b.path)
@@ -426,59 +445,18 @@ def read_all(
     engine: str,
     advance: Callable[[], None] = lambda: None,
     inspector: PayloadInspector | None = None,
+    jobs: int | None = 1,
+    cache: bool = False,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
-    """Read every binary; with an inspector, also its kernels and by-name loads."""
-    binaries: list[ScannedBinary] = []
-    errors: list[FileError] = []
-    archive = zipfile.ZipFile(target.path) if target.kind == "archive" else None
-    try:
-        for item in found:
-            try:
-                with _buffer(archive, item) as (buf, path):
-                    info = read_buffer(buf, engine, path if engine == "lief" else None)
-                    binary = ScannedBinary(item.path, info, item.size)
-                    if inspector is not None:
-                        payload = inspector.inspect(item.path, buf, info)
-                        binary.kernels, binary.by_name = payload.kernels, payload.by_name
-                        binary.driver_names = payload.driver_names
-                        errors.extend(payload.errors)
-            except MalformedBinary as exc:
-                errors.append(FileError(item.path, "read", str(exc)))
-            except FileNotFoundError:
-                errors.append(FileError(item.path, "read", "vanished during the scan"))
-            except OSError as exc:
-                errors.append(FileError(item.path, "read", exc.strerror or str(exc)))
-            except discovery.ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
-                errors.append(FileError(item.path, "read", f"cannot read archive member: {exc}"))
-            else:
-                binaries.append(binary)
-            advance()
-    finally:
-        if archive is not None:
-            archive.close()
-    return binaries, errors
+    """Read every binary; with an inspector, also its kernels and by-name loads.
 
-
-@contextmanager
-def _buffer(archive: zipfile.ZipFile | None, item: discovery.FoundBinary):
-    """(buffer, path on disk) of a binary: a file's map, or an archive member's bytes.
-
-    Members up to IN_MEMORY_MEMBER_LIMIT are read into memory; larger ones are
-    spooled to a temporary file and mapped, so memory stays flat.
+    ``jobs``: worker processes (None: one per usable core); ``cache``: use
+    the per-user facts cache (scan/read/cache.py). Neither changes the result.
     """
-    if item.member is None or archive is None:
-        assert item.disk_path is not None  # discovery gives every file outside an archive its path
-        with mapped(item.disk_path) as buf:
-            yield buf, item.disk_path
-        return
-    if item.size <= IN_MEMORY_MEMBER_LIMIT:
-        yield archive.read(item.member), None
-        return
-    handle, spool = tempfile.mkstemp(prefix="cuda4amd-", suffix=".bin")
+    facts = FactCache.open(engine, inspector) if cache else None
     try:
-        with os.fdopen(handle, "wb") as out, archive.open(item.member) as member:
-            shutil.copyfileobj(member, out, 1024 * 1024)
-        with mapped(spool) as buf:
-            yield buf, spool
+        return read_binaries(os.fspath(target.path) if target.kind == "archive" else None,
+                             found, engine, advance, inspector, jobs, facts)
     finally:
-        os.unlink(spool)
+        if facts is not None:
+            facts.close()

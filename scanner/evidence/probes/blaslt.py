@@ -10,7 +10,7 @@ from __future__ import annotations
 import ctypes
 
 from cuda4amd.evidence.probes.blas import NOT_SUPPORTED, STATUS, K, M, N, matrix, product
-from cuda4amd.evidence.probes.common import Driver, Failed, close_enough, function, library_status, load, main_for
+from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
 
 CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t
 CUDA_R_32F = 0  # cudaDataType_t
@@ -26,14 +26,7 @@ class Heuristic(ctypes.Structure):
 
 
 def body(probe, args) -> str:
-    drv = Driver(probe, args.driver)
-    lib, name = load(args.library, "cuBLASLt")
-    probe.facts["library"] = name
-    drv.open()
-
-    def call(fn: str, *fargs) -> None:
-        probe.step(fn)
-        library_status(fn, function(lib, fn)(*fargs), NOT_SUPPORTED, STATUS)
+    drv, lib, call = open_library(probe, args, "cuBLASLt", NOT_SUPPORTED, STATUS)
 
     try:
         handle = ctypes.c_void_p()

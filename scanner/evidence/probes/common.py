@@ -231,3 +231,19 @@ def main_for(name: str, family: str, body: Callable[[Probe, argparse.Namespace],
     args = arguments(family, argv)
     probe = Probe(name)
     return probe.run(lambda p: body(p, args))
+
+
+def open_library(probe: Probe, args: argparse.Namespace, what: str, not_supported: int,
+                 names: dict[int, str]) -> tuple[Driver, ctypes.CDLL, Callable[..., None]]:
+    """The driver opened, the library `what` loaded (its name in the probe's facts), and
+    `call(fn, *args)`: one library call, its status checked by `library_status`."""
+    drv = Driver(probe, args.driver)
+    lib, name = load(args.library, what)
+    probe.facts["library"] = name
+    drv.open()
+
+    def call(fn: str, *fargs) -> None:
+        probe.step(fn)
+        library_status(fn, function(lib, fn)(*fargs), not_supported, names)
+
+    return drv, lib, call

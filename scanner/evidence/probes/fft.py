@@ -12,7 +12,7 @@ from __future__ import annotations
 import cmath
 import ctypes
 
-from cuda4amd.evidence.probes.common import Driver, Failed, close_enough, function, library_status, load, main_for
+from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
 
 #: cufftResult (cufft.h)
 STATUS = {1: "CUFFT_INVALID_PLAN", 2: "CUFFT_ALLOC_FAILED", 4: "CUFFT_INVALID_VALUE", 5: "CUFFT_INTERNAL_ERROR",
@@ -24,14 +24,7 @@ SIGNAL = [complex(i % 3, (i * 5) % 4 - 1.5) for i in range(POINTS)]
 
 
 def body(probe, args) -> str:
-    drv = Driver(probe, args.driver)
-    lib, name = load(args.library, "cuFFT")
-    probe.facts["library"] = name
-    drv.open()
-
-    def call(fn: str, *fargs) -> None:
-        probe.step(fn)
-        library_status(fn, function(lib, fn)(*fargs), NOT_SUPPORTED, STATUS)
+    drv, lib, call = open_library(probe, args, "cuFFT", NOT_SUPPORTED, STATUS)
 
     try:
         version = ctypes.c_int()

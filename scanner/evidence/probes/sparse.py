@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import ctypes
 
-from cuda4amd.evidence.probes.common import Driver, Failed, close_enough, function, library_status, load, main_for
+from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
 
 #: cusparseStatus_t (cusparse.h); ZLUDA's unimplemented functions return NOT_SUPPORTED (zluda_sparse/src/impl.rs)
 STATUS = {1: "CUSPARSE_STATUS_NOT_INITIALIZED", 2: "CUSPARSE_STATUS_ALLOC_FAILED", 3: "CUSPARSE_STATUS_INVALID_VALUE",
@@ -28,14 +28,7 @@ X = [1.0, -2.0, 0.5, 4.0]
 
 
 def body(probe, args) -> str:
-    drv = Driver(probe, args.driver)
-    lib, name = load(args.library, "cuSPARSE")
-    probe.facts["library"] = name
-    drv.open()
-
-    def call(fn: str, *fargs) -> None:
-        probe.step(fn)
-        library_status(fn, function(lib, fn)(*fargs), NOT_SUPPORTED, STATUS)
+    drv, lib, call = open_library(probe, args, "cuSPARSE", NOT_SUPPORTED, STATUS)
 
     try:
         handle = ctypes.c_void_p()

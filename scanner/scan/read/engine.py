@@ -28,6 +28,7 @@ __all__ = [
     "MalformedBinary",
     "SNIFF_BYTES",
     "open_regular",
+    "open_regular_fd",
     "read_bytes",
     "read_path",
     "sniff",
@@ -105,6 +106,17 @@ def open_regular(path: str | os.PathLike, *, follow_links: bool = True) -> Binar
     opened, not of what a name pointed to a moment earlier. `follow_links`
     False: a final symlink is refused (O_NOFOLLOW, where the OS has it).
     """
+    fd, _ = open_regular_fd(path, follow_links=follow_links)
+    try:
+        return os.fdopen(fd, "rb", buffering=0)
+    except BaseException:
+        os.close(fd)
+        raise
+
+
+def open_regular_fd(path: str | os.PathLike, *, follow_links: bool = True) -> tuple[int, os.stat_result]:
+    """:func:`open_regular` as a bare descriptor (the caller closes it) and its fstat: for discovery,
+    which sniffs every file of a tree with plain reads and no file object per file."""
     flags = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
     if not follow_links:
         flags |= getattr(os, "O_NOFOLLOW", 0)
@@ -113,10 +125,10 @@ def open_regular(path: str | os.PathLike, *, follow_links: bool = True) -> Binar
         st = os.fstat(fd)
         if not stat.S_ISREG(st.st_mode):
             raise OSError(errno.EINVAL, f"not a regular file ({_kind_of(st.st_mode)}): not read")
-        return os.fdopen(fd, "rb", buffering=0)
     except BaseException:
         os.close(fd)
         raise
+    return fd, st
 
 
 def _kind_of(mode: int) -> str:

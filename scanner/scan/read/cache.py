@@ -1,0 +1,364 @@
+"""A per-user cache of what the read stage found in each file.
+
+A file's facts (its BinaryInfo, kernels, by-name references, the driver functions it
+names and the per-file errors of reading them) are a pure function of its bytes, the reader's code,
+the engine, the rules that classify library names, and the kernel-scan mode
+(which the scan derives again from the facts on every hit). So a record is
+keyed by
+
+  * the reader version: a hash of the reader's sources (this folder, with
+    the sniffer and the per-file caps, cuda4amd/model.py, and the rules
+    loader, validation kit and run-time rules whose matchers classify and
+    assemble names) — any change
+    to that code invalidates everything. The kernel-scan mode that
+    scan/classify.py picks is checked on every hit instead (below);
+  * the engine and a canonical hash of the rules' families, unknown-CUDA
+    patterns and system groups, and the run-time name rules (rules.names:
+    templates, fragments, version templates, loader functions);
+  * the file: its path on disk (or the archive's path and the member's
+    name), size, mtime_ns, ctime_ns, device and inode.
+
+Records are JSON (never pickle) in one sqlite3 database, each sealed with an
+HMAC-SHA256 under a random key kept beside it (mode 0600) and carrying its
+own key inside the sealed text. A record that fails the seal, does not parse,
+has a field of the wrong type or the wrong number of fields is ignored and read again; a cache that cannot be opened or written is
+dropped for the run. None of that is an error of the scan. The seal detects
+corruption and records written by anyone who cannot read the key file; a
+writer who can read it (the user themselves) is trusted like the user's
+own files.
+
+Location: ``$CUDA4AMD_FACTS_CACHE``, else ``facts`` in the per-user cache
+that the ZLUDA downloads use too (:func:`cuda4amd.userdirs.cache_dir`:
+``$CUDA4AMD_CACHE``, else platformdirs' user cache folder,
+``%LOCALAPPDATA%\\cuda4amd``, ``$XDG_CACHE_HOME/cuda4amd`` or
+``~/.cache/cuda4amd``, ``~/Library/Caches/cuda4amd``).
+"""
+from __future__ import annotations
+
+import dataclasses
+import hashlib
+import hmac
+import json
+import os
+import re
+import sqlite3
+import stat
+import time
+import types
+import typing
+from functools import cache
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Callable
+
+from cuda4amd.model import (
+    BinaryInfo,
+    DriverNames,
+    FatbinEntry,
+    FileError,
+    ImportedLibrary,
+    KernelReport,
+    NameReference,
+    ReadOutcome,
+    ScannedBinary,
+    Section,
+)
+from cuda4amd.userdirs import cache_dir
+
+if TYPE_CHECKING:
+    from cuda4amd.scan.discover import FoundBinary
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
+DATABASE = "facts.sqlite3"
+SECRET = "facts.key"
+RECORD_FORMAT = 2  # 2: driver_names
+#: Records not rewritten for this long are dropped when the cache is written.
+KEEP_SECONDS = 30 * 24 * 3600
+
+# The only classes a record holds; each is rebuilt from exactly its fields, in order.
+FACT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
+    BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference, DriverNames)}
+
+
+RECORD_FIELDS = frozenset(("format", "key", "mode", "info", "kernels", "by_name", "driver_names", "errors"))
+
+
+class BadRecord(ValueError):
+    """A cache record that is not what this code writes."""
+
+
+def facts_folder() -> Path:
+    """Where the facts cache lives (see the module docstring)."""
+    env = os.environ.get(FACTS_VARIABLE)
+    if env:
+        return Path(env).expanduser()
+    return cache_dir() / "facts"
+
+
+def reader_version() -> str:
+    """A hash of the reader's source files: the facts' recipe."""
+    digest = hashlib.sha256(f"record {RECORD_FORMAT}".encode())
+    here = Path(__file__).resolve().parent
+    package = here.parents[1]
+    # the readers, the data they return, and the rules code that classifies the names they find
+    sources = sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py",
+                                           package / "rules" / "validate.py", package / "rules" / "runtime.py"]
+    if len(sources) < 6:
+        raise ValueError("the reader's sources are not installed: no cache")  # cannot tell versions apart
+    for source in sources:
+        digest.update(source.name.encode() + b"\0")
+        digest.update(source.read_bytes())
+    return digest.hexdigest()
+
+
+def canonical(value: Any) -> Any:
+    """A JSON-able form of rules data that is the same in every process (sets sorted, patterns as text)."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [type(value).__name__] + [[f.name, canonical(getattr(value, f.name))]
+                                         for f in dataclasses.fields(value) if f.compare]
+    if isinstance(value, (list, tuple)):
+        return [canonical(v) for v in value]
+    if isinstance(value, (set, frozenset)):
+        return sorted((canonical(v) for v in value), key=lambda v: json.dumps(v, sort_keys=True))
+    if isinstance(value, dict):
+        return sorted(([canonical(k), canonical(v)] for k, v in value.items()), key=lambda kv: json.dumps(kv, sort_keys=True))
+    if isinstance(value, re.Pattern):
+        return ["re", value.pattern, value.flags]
+    if value is None or isinstance(value, (str, int, float, bool)):
+        return value
+    return [type(value).__name__, str(value)]
+
+
+def scan_context(engine: str, inspector: PayloadInspector | None) -> str:
+    """What besides a file's bytes its facts depend on: reader code, engine, classifying rules."""
+    rules = None
+    if inspector is not None:
+        names = inspector.names.name_rules  # how loaders assemble names (rules.names): by-name facts depend on it
+        rules = canonical((inspector.rules.families, inspector.rules.unknown, inspector.rules.system,
+                           names.templates, names.fragments, names.versioners, names.loader_functions))
+    if engine == "lief":
+        import lief
+
+        engine = f"lief {getattr(lief, '__version__', '?')}"
+    text = json.dumps([reader_version(), engine, rules], sort_keys=True, separators=(",", ":"))
+    return hashlib.sha256(text.encode()).hexdigest()
+
+
+def kernel_mode(item: FoundBinary, info: BinaryInfo, inspector: PayloadInspector | None) -> str:
+    if inspector is None:
+        return "no-payload"
+    return inspector.kernel_scan(item.path, info) or "skip"
+
+
+class FactCache:
+    """Facts of files read before. Use :meth:`open`; every failure turns the cache off, never the scan."""
+
+    def __init__(self, db: sqlite3.Connection, secret: bytes, context: str) -> None:
+        self.db = db
+        self.secret = secret
+        self.context = context
+        self.writes: list[tuple[str, bytes, bytes, int]] = []
+        self.hits = 0
+        self.misses = 0
+
+    @classmethod
+    def open(cls, engine: str, inspector: PayloadInspector | None, folder: Path | None = None) -> FactCache | None:
+        folder = folder or facts_folder()
+        try:
+            folder.mkdir(parents=True, exist_ok=True, mode=0o700)
+            secret = _secret(folder / SECRET)
+            db = sqlite3.connect(os.fspath(folder / DATABASE), timeout=2.0, isolation_level=None)
+            try:
+                db.execute("CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, record BLOB NOT NULL, "
+                           "seal BLOB NOT NULL, written INTEGER NOT NULL)")
+            except sqlite3.DatabaseError:
+                db.close()
+                raise
+            return cls(db, secret, scan_context(engine, inspector))
+        except (OSError, sqlite3.Error, ValueError):
+            return None
+
+    def key(self, item: FoundBinary, archive_path: str | None) -> str | None:
+        """The record key of ``item`` as it is on disk now; None if it cannot be stat'ed."""
+        disk = archive_path if item.member is not None else item.disk_path
+        if disk is None:
+            return None
+        try:
+            st = os.stat(disk)
+        except OSError:
+            return None
+        if not stat.S_ISREG(st.st_mode):
+            return None  # a FIFO or device swapped in: never answered from the cache (the read refuses it)
+        where = [disk, item.member, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino]
+        return hashlib.sha256(json.dumps([self.context, where]).encode("utf-8", "surrogateescape")).hexdigest()
+
+    def get(self, key: str | None, item: FoundBinary, inspector: PayloadInspector | None) -> ReadOutcome | None:
+        if key is None or self.db is None:
+            return None
+        try:
+            row = self.db.execute("SELECT record, seal FROM facts WHERE key = ?", (key,)).fetchone()
+        except sqlite3.Error:
+            self.close()
+            return None
+        outcome = None
+        if row is not None:
+            try:
+                outcome = self._decode(key, bytes(row[0]), bytes(row[1]), item, inspector)
+            except (BadRecord, ValueError, TypeError, KeyError, RecursionError):
+                outcome = None
+        if outcome is None:
+            self.misses += 1
+        else:
+            self.hits += 1
+        return outcome
+
+    def put(self, key: str, outcome: ReadOutcome, item: FoundBinary, inspector: PayloadInspector | None) -> None:
+        binary = outcome.binary
+        if binary is None or self.db is None:
+            return
+        record = {
+            "format": RECORD_FORMAT,
+            "key": key,
+            "mode": kernel_mode(item, binary.info, inspector),
+            "info": _encode(binary.info),
+            "kernels": _encode(binary.kernels),
+            "by_name": _encode(binary.by_name),
+            "driver_names": _encode(binary.driver_names),
+            "errors": [[e.stage, e.message] for e in outcome.errors],
+        }
+        text = json.dumps(record, separators=(",", ":")).encode("ascii")
+        self.writes.append((key, text, self._seal(text), int(time.time())))
+
+    def commit(self) -> None:
+        """Write what was read this run (one transaction); stale records go."""
+        if self.db is None or not self.writes:
+            return
+        try:
+            with self.db:
+                self.db.execute("BEGIN IMMEDIATE")
+                self.db.executemany("INSERT OR REPLACE INTO facts VALUES (?, ?, ?, ?)", self.writes)
+                self.db.execute("DELETE FROM facts WHERE written < ?", (int(time.time()) - KEEP_SECONDS,))
+        except sqlite3.Error:
+            self.close()
+        self.writes = []
+
+    def close(self) -> None:
+        if self.db is not None:
+            try:
+                self.db.close()
+            except sqlite3.Error:
+                pass
+        self.db = None  # type: ignore[assignment]
+
+    def _seal(self, text: bytes) -> bytes:
+        return hmac.new(self.secret, text, hashlib.sha256).digest()
+
+    def _decode(self, key: str, text: bytes, seal: bytes, item: FoundBinary,
+                inspector: PayloadInspector | None) -> ReadOutcome | None:
+        if not hmac.compare_digest(self._seal(text), seal):
+            raise BadRecord("seal does not match")
+        record = json.loads(text.decode("ascii"))
+        if not isinstance(record, dict) or set(record) != RECORD_FIELDS:
+            raise BadRecord("not a facts record")
+        if record["format"] != RECORD_FORMAT or record["key"] != key:
+            raise BadRecord("another record's key")
+        info = _decode(record["info"], BinaryInfo)
+        if record["mode"] != kernel_mode(item, info, inspector):
+            return None  # read for another kernel-scan mode (the rules judge this name differently now)
+        kernels = _decode(record["kernels"], KernelReport | None)
+        by_name = _decode(record["by_name"], tuple[NameReference, ...])
+        driver_names = _decode(record["driver_names"], DriverNames | None)
+        errors = _decode(record["errors"], tuple[tuple[str, str], ...])
+        binary = ScannedBinary(item.path, info, item.size, kernels=kernels, by_name=by_name, driver_names=driver_names)
+        return ReadOutcome(binary, tuple(FileError(item.path, stage, message) for stage, message in errors))
+
+
+def _secret(path: Path) -> bytes:
+    try:
+        fd = os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+    except FileExistsError:
+        secret = path.read_bytes()
+        if len(secret) != 32:
+            raise ValueError(f"{path}: not a facts cache key") from None
+        return secret
+    secret = os.urandom(32)
+    with os.fdopen(fd, "wb") as out:
+        out.write(secret)
+    return secret
+
+
+def _encode(value: Any) -> Any:
+    """Facts as JSON values: a dataclass as the list of its field values, in field order."""
+    if dataclasses.is_dataclass(value) and not isinstance(value, type):
+        return [_encode(getattr(value, f.name)) for f in dataclasses.fields(value)]
+    if isinstance(value, tuple):
+        return [_encode(v) for v in value]
+    return value
+
+
+def _decode(value: Any, hint: Any) -> Any:
+    """``value`` (parsed JSON) as an instance of the type ``hint``, or BadRecord."""
+    return _decoder(hint)(value)
+
+
+@cache
+def _decoder(hint: Any) -> Callable[[Any], Any]:
+    """A checking decoder for one type, built once (records hold many thousands of values)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        options = typing.get_args(hint)
+        if len(options) == 2 and type(None) in options:
+            inner = _decoder(next(o for o in options if o is not type(None)))
+            return lambda v: None if v is None else inner(v)
+        raise BadRecord(f"no rule for {hint}")
+    if origin is typing.Literal:
+        allowed = frozenset(typing.get_args(hint))
+        return lambda v: v if type(v) is str and v in allowed else _bad(v, hint)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            if args[0] in (str, int):
+                kind = args[0]
+                only = {kind}
+                return lambda v: tuple(v) if type(v) is list and (not v or set(map(type, v)) == only) else _bad(v, hint)
+            item = _decoder(args[0])
+            return lambda v: tuple(item(x) for x in v) if type(v) is list else _bad(v, hint)
+        parts = tuple(_decoder(a) for a in args)
+        return lambda v: (tuple(p(x) for p, x in zip(parts, v)) if type(v) is list and len(v) == len(parts)
+                          else _bad(v, hint))
+    if hint in (str, int, bool):
+        return lambda v: v if type(v) is hint else _bad(v, hint)
+    if isinstance(hint, type) and hint in FACT_TYPES.values():
+        field_hints = tuple(_hints(hint).values())
+        signatures = _scalar_signatures(field_hints)
+        if signatures is not None:
+            # scalar fields only (FatbinEntry, Section, NameReference: thousands per record): one C-level check
+            return lambda v: hint(*v) if type(v) is list and tuple(map(type, v)) in signatures else _bad(v, hint)
+        fields = tuple(_decoder(h) for h in field_hints)
+        count = len(fields)
+        return lambda v: (hint(*[f(x) for f, x in zip(fields, v)]) if type(v) is list and len(v) == count
+                          else _bad(v, hint))
+    raise BadRecord(f"no rule for {hint}")
+
+
+def _scalar_signatures(hints: tuple[Any, ...]) -> frozenset[tuple[type, ...]] | None:
+    """Every tuple of value types a dataclass of plain str/int/bool (or optional) fields may hold; else None."""
+    import itertools
+
+    choices = []
+    for hint in hints:
+        options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+        if not all(o in (str, int, bool, type(None)) for o in options):
+            return None
+        choices.append(options)
+    return frozenset(itertools.product(*choices))
+
+
+def _bad(value: Any, hint: Any) -> Any:
+    raise BadRecord(f"{value!r:.60} is not a {hint}")
+
+
+@cache
+def _hints(cls: type) -> dict[str, Any]:
+    hints = typing.get_type_hints(cls)
+    return {f.name: hints[f.name] for f in dataclasses.fields(cls)}

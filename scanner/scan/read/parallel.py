@@ -1,0 +1,300 @@
+"""The read stage over every core: binaries read in worker processes.
+
+    binaries, errors = read_binaries(target_path, found, engine, inspector=..., jobs=4, cache=...)
+
+Workers receive what to read (a path on disk, or the name of a member of the
+target archive), never bytes: each maps or unpacks the file itself, so no
+file's contents cross a process boundary and memory stays flat. Large files
+are handed out first, so the longest reads start early and the last worker
+to finish is not stuck with the biggest file. Results are put back in the
+order of ``found`` whatever order the workers finish in, so the output is
+the same as a one-process run (``jobs=1``, which never starts a worker).
+
+A forked worker inherits the inspector (rules and release); a worker that
+starts a fresh interpreter gets it pickled once here, with a pickler that
+also carries read-only mappings (``MappingProxyType``), and unpickles it
+once: these bytes go from this process to its own children only.
+"""
+from __future__ import annotations
+
+import io
+import os
+import pickle
+import shutil
+import tempfile
+import threading
+import zipfile
+from contextlib import contextmanager
+from types import MappingProxyType
+from typing import TYPE_CHECKING, Callable, Iterator, Sequence
+
+from cuda4amd.model import FileError, ReadOutcome, ScannedBinary
+from cuda4amd.scan.discover import ARCHIVE_ERRORS, FoundBinary
+from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+
+if TYPE_CHECKING:
+    import mmap
+    from concurrent.futures import Future
+
+    from cuda4amd.scan.read.cache import FactCache
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+# Archive members up to this size are read from memory; larger ones are
+# spooled to a temporary file so memory stays flat whatever the member's size.
+IN_MEMORY_MEMBER_LIMIT = 64 * 1024 * 1024
+
+# With jobs=None (one worker per usable core), smaller reads stay in this
+# process: starting workers costs more than it saves below these.
+AUTO_PARALLEL_FILES = 8
+AUTO_PARALLEL_BYTES = 32 * 1024 * 1024
+
+# Tasks in flight per worker: enough to keep each busy, few enough that the
+# results waiting to be collected stay small.
+TASKS_PER_WORKER = 4
+# One task: files up to this many bytes or this many files (a big file goes alone).
+BATCH_BYTES = 4 * 1024 * 1024
+BATCH_FILES = 16
+
+
+def usable_cores() -> int:
+    """The cores this process may run on (its affinity mask where the OS has one)."""
+    try:
+        return max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        return max(1, os.cpu_count() or 1)
+
+
+def read_item(
+    item: FoundBinary,
+    engine: str,
+    inspector: PayloadInspector | None,
+    archive: zipfile.ZipFile | None,
+) -> ReadOutcome:
+    """Read one binary and, with an inspector, its kernels and by-name loads."""
+    errors: list[FileError] = []
+    try:
+        with _buffer(archive, item) as (buf, path):
+            info = read_buffer(buf, engine, path if engine == "lief" else None)
+            binary = ScannedBinary(item.path, info, item.size)
+            if inspector is not None:
+                payload = inspector.inspect(item.path, buf, info)
+                binary.kernels, binary.by_name = payload.kernels, payload.by_name
+                binary.driver_names = payload.driver_names
+                errors.extend(payload.errors)
+    except MalformedBinary as exc:
+        return ReadOutcome(None, (FileError(item.path, "read", str(exc)),))
+    except FileNotFoundError:
+        return ReadOutcome(None, (FileError(item.path, "read", "vanished during the scan"),))
+    except OSError as exc:
+        return ReadOutcome(None, (FileError(item.path, "read", exc.strerror or str(exc)),))
+    except ARCHIVE_ERRORS as exc:  # after OSError above: a corrupt member
+        return ReadOutcome(None, (FileError(item.path, "read", f"cannot read archive member: {exc}"),))
+    return ReadOutcome(binary, tuple(errors))
+
+
+@contextmanager
+def _buffer(archive: zipfile.ZipFile | None, item: FoundBinary) -> Iterator[tuple[bytes | mmap.mmap, str | None]]:
+    """(buffer, path on disk) of a binary: a file's map, or an archive member's bytes.
+
+    Members up to IN_MEMORY_MEMBER_LIMIT are read into memory; larger ones are
+    spooled to a temporary file and mapped, so memory stays flat.
+    """
+    if item.member is None or archive is None:
+        assert item.disk_path is not None  # discovery gives every file outside an archive its path
+        with mapped(item.disk_path) as buf:
+            yield buf, item.disk_path
+        return
+    if item.size <= IN_MEMORY_MEMBER_LIMIT:
+        yield archive.read(item.member), None
+        return
+    handle, spool = tempfile.mkstemp(prefix="cuda4amd-", suffix=".bin")
+    try:
+        with os.fdopen(handle, "wb") as out, archive.open(item.member) as member:
+            shutil.copyfileobj(member, out, 1024 * 1024)
+        with mapped(spool) as buf:
+            yield buf, spool
+    finally:
+        os.unlink(spool)
+
+
+def read_binaries(
+    archive_path: str | None,
+    found: Sequence[FoundBinary],
+    engine: str,
+    advance: Callable[[], None] = lambda: None,
+    inspector: PayloadInspector | None = None,
+    jobs: int | None = 1,
+    cache: FactCache | None = None,
+) -> tuple[list[ScannedBinary], list[FileError]]:
+    """Read ``found`` (members of ``archive_path`` when given); results in ``found``'s order.
+
+    ``jobs``: worker processes (1: read here, no worker; None: one per usable
+    core, for reads big enough to gain from it, and with the fast engine). ``cache``: facts of files
+    read before, looked up first and filled with what is read now.
+    """
+    outcomes: list[ReadOutcome | None] = [None] * len(found)
+    pending: list[int] = []
+    keys: list[str | None] = [None] * len(found)
+    for index, item in enumerate(found):
+        if cache is not None:
+            keys[index] = cache.key(item, archive_path)
+            hit = cache.get(keys[index], item, inspector)
+            if hit is not None:
+                outcomes[index] = hit
+                advance()
+                continue
+        pending.append(index)
+
+    workers = _worker_count(jobs, [found[i] for i in pending], engine)
+    if workers > 1:
+        # imported here: a scan that reads in one process (or from the cache) does not pay for them
+        from concurrent.futures.process import BrokenProcessPool
+
+        try:
+            for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers):
+                outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
+                advance()
+        except BrokenProcessPool:
+            pass  # a worker died (killed for memory, say): what it had not finished is read here
+        pending = [i for i in pending if outcomes[i] is None]
+    if pending:
+        archive = zipfile.ZipFile(archive_path) if archive_path is not None else None
+        try:
+            for index in pending:
+                outcome = read_item(found[index], engine, inspector, archive)
+                outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
+                advance()
+        finally:
+            if archive is not None:
+                archive.close()
+    if cache is not None:
+        cache.commit()
+
+    binaries: list[ScannedBinary] = []
+    errors: list[FileError] = []
+    for done in outcomes:
+        assert done is not None
+        errors.extend(done.errors)
+        if done.binary is not None:
+            binaries.append(done.binary)
+    return binaries, errors
+
+
+def _stored(outcome: ReadOutcome, cache: FactCache | None, key: str | None, item: FoundBinary,
+            archive_path: str | None, inspector: PayloadInspector | None) -> ReadOutcome:
+    """``outcome``, recorded in the cache when the file did not change while it was read."""
+    if cache is not None and key is not None and outcome.binary is not None:
+        if cache.key(item, archive_path) == key:
+            cache.put(key, outcome, item, inspector)
+    return outcome
+
+
+def _worker_count(jobs: int | None, pending: Sequence[FoundBinary], engine: str) -> int:
+    if jobs is None:
+        if len(pending) < AUTO_PARALLEL_FILES or sum(i.size for i in pending) < AUTO_PARALLEL_BYTES:
+            return 1
+        if engine == "lief":
+            return 1  # lief holds each whole file (about twice its size): only an explicit --jobs multiplies that
+        jobs = usable_cores()
+    return max(1, min(jobs, len(pending)))
+
+
+def _read_in_workers(
+    archive_path: str | None,
+    found: Sequence[FoundBinary],
+    pending: Sequence[int],
+    engine: str,
+    inspector: PayloadInspector | None,
+    workers: int,
+) -> Iterator[tuple[int, ReadOutcome]]:
+    """(index, outcome) pairs as workers finish them, the largest files handed out first."""
+    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+
+    batches = iter(_batches(sorted(pending, key=lambda i: (-found[i].size, i)), found))
+    context = _context()
+    # a forked worker inherits the inspector as it is; a fresh interpreter gets it pickled
+    setup = inspector if context.get_start_method() == "fork" else _dumps(inspector)
+    window = workers * TASKS_PER_WORKER
+    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
+                             initargs=(archive_path, engine, setup)) as pool:
+        running: dict[Future[list[ReadOutcome]], list[int]] = {}
+
+        def submit() -> None:
+            batch = next(batches, None)
+            if batch is not None:
+                running[pool.submit(_worker_read, [found[i] for i in batch])] = batch
+
+        for _ in range(window):
+            submit()
+        while running:
+            done, _ = wait(running, return_when=FIRST_COMPLETED)
+            for future in done:
+                batch = running.pop(future)
+                yield from zip(batch, future.result())
+                submit()
+
+
+def _batches(order: Sequence[int], found: Sequence[FoundBinary]) -> Iterator[list[int]]:
+    """``order`` cut into tasks: a big file alone, small ones together (each task costs a round trip)."""
+    batch: list[int] = []
+    size = 0
+    for index in order:
+        batch.append(index)
+        size += found[index].size
+        if size >= BATCH_BYTES or len(batch) >= BATCH_FILES:
+            yield batch
+            batch, size = [], 0
+    if batch:
+        yield batch
+
+
+def _context():
+    """fork where it is safe (no other thread to hold a lock in the child) and cheap; else a fresh interpreter."""
+    import multiprocessing
+
+    methods = multiprocessing.get_all_start_methods()
+    if "fork" in methods and threading.active_count() == 1:
+        return multiprocessing.get_context("fork")
+    if "forkserver" in methods:
+        context = multiprocessing.get_context("forkserver")
+        # the server imports the readers once; each worker forks from it with them loaded
+        context.set_forkserver_preload(["cuda4amd.scan.read.parallel", "cuda4amd.scan.read.payload"])
+        return context
+    return multiprocessing.get_context("spawn")
+
+
+class _SetupPickler(pickle.Pickler):
+    """Pickles read-only mappings (the rules hold some) as plain dicts."""
+
+    def reducer_override(self, obj):
+        if isinstance(obj, MappingProxyType):
+            return read_only, (dict(obj),)
+        return NotImplemented
+
+
+def read_only(mapping: dict) -> MappingProxyType:
+    """A read-only view of ``mapping`` (how _SetupPickler's output rebuilds one)."""
+    return MappingProxyType(mapping)
+
+
+def _dumps(value) -> bytes:
+    out = io.BytesIO()
+    _SetupPickler(out, protocol=pickle.HIGHEST_PROTOCOL).dump(value)
+    return out.getvalue()
+
+
+# Worker processes only: what _worker_start unpacked, for _worker_read.
+# The main process never sets it.
+_worker_state: dict = {}
+
+
+def _worker_start(archive_path: str | None, engine: str, setup) -> None:
+    _worker_state["engine"] = engine
+    # bytes made by our parent process (see _dumps), or the parent's own object when forked
+    _worker_state["inspector"] = pickle.loads(setup) if isinstance(setup, bytes) else setup  # noqa: S301
+    _worker_state["archive"] = zipfile.ZipFile(archive_path) if archive_path is not None else None
+
+
+def _worker_read(items: list[FoundBinary]) -> list[ReadOutcome]:
+    return [read_item(item, _worker_state["engine"], _worker_state["inspector"], _worker_state["archive"])
+            for item in items]

@@ -1,0 +1,418 @@
+"""The read stage across processes and through the facts cache: never a different report.
+
+Every case is scanned by the CLI with `--jobs 1 --no-cache` (one process, no
+cache) and compared byte for byte with worker processes, with a cold and a
+warm cache, and with caches that were damaged or tampered with.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import sqlite3
+import sys
+import zipfile
+
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURES
+
+from cuda4amd.cli import main
+from cuda4amd.scan.read import cache as facts
+from cuda4amd.scan.read.parallel import usable_cores
+
+CASES = {
+    "demo-tool": FIXTURES / "demo" / "Tool",
+    "pe": FIXTURES / "pe",
+    "elf": FIXTURES / "elf",
+    "byname": FIXTURES / "byname",
+    "kernels": FIXTURES / "kernels",
+    "corrupt": FIXTURES / "corrupt",
+    "drivernames": FIXTURES / "drivernames",  # driver functions named at run time, in the facts too
+    "one-binary": FIXTURES / "demo" / "Tool" / "tool.exe",  # its folder walked, what it loads read
+    "all-fixtures": FIXTURES,
+}
+
+
+def scan_json(target, *options: str, cache_dir=None) -> str:
+    env = {"CUDA4AMD_FACTS_CACHE": str(cache_dir)} if cache_dir is not None else {}
+    result = CliRunner(env=env).invoke(main, ["scan", str(target), "--format", "json", "--host", "none", *options])
+    assert result.exit_code in (0, 3, 4), result.output
+    assert result.output.startswith("{")
+    document = json.loads(result.output)
+    # the command line as typed (--jobs, --no-cache) is the one field that differs by design
+    assert document.pop("command").startswith("cuda4amd scan ")
+    return json.dumps(document, indent=2)
+
+
+def db_rows(cache_dir) -> list[tuple]:
+    with sqlite3.connect(cache_dir / facts.DATABASE) as db:
+        return db.execute("SELECT key, record, seal FROM facts ORDER BY key").fetchall()
+
+
+@pytest.mark.parametrize("case", sorted(CASES))
+def test_workers_and_cache_give_the_one_process_report(case, tmp_path):
+    target = CASES[case]
+    serial = scan_json(target, "--jobs", "1", "--no-cache")
+    assert scan_json(target, "--jobs", "2", "--no-cache") == serial
+    assert scan_json(target, "--jobs", "3", "--no-cache") == serial
+    cold = scan_json(target, "--jobs", "2", cache_dir=tmp_path / "facts")
+    warm = scan_json(target, "--jobs", "1", cache_dir=tmp_path / "facts")
+    warm_parallel = scan_json(target, "--jobs", "2", cache_dir=tmp_path / "facts")
+    assert cold == warm == warm_parallel == serial
+    if json.loads(serial)["binaries"]:
+        assert db_rows(tmp_path / "facts"), "the cache was filled"
+
+
+def test_an_archive_read_by_workers_matches_one_process(tmp_path):
+    archive = tmp_path / "pkg-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
+        for folder in ("pe", "elf", "byname", "corrupt"):
+            for path in sorted((FIXTURES / folder).iterdir()):
+                if path.is_file():
+                    zf.write(path, f"pkg/{folder}/{path.name}")
+    serial = scan_json(archive, "--jobs", "1", "--no-cache")
+    assert scan_json(archive, "--jobs", "2", "--no-cache") == serial
+    assert scan_json(archive, "--jobs", "2", cache_dir=tmp_path / "c") == serial
+    assert scan_json(archive, "--jobs", "1", cache_dir=tmp_path / "c") == serial
+
+
+def test_library_default_reads_in_process_for_small_trees(scan):
+    # jobs=None: one worker per usable core, only when there is enough to read
+    assert scan(CASES["pe"], jobs=None) == scan(CASES["pe"], jobs=1)
+    assert usable_cores() >= 1
+
+
+def tamper(cache_dir, change) -> None:
+    with sqlite3.connect(cache_dir / facts.DATABASE) as db:
+        rows = db.execute("SELECT key, record, seal FROM facts").fetchall()
+        assert rows
+        for key, record, seal in rows:
+            record, seal = change(key, bytes(record), bytes(seal))
+            db.execute("UPDATE facts SET record = ?, seal = ? WHERE key = ?", (record, seal, key))
+
+
+def sealed(cache_dir, text: bytes) -> bytes:
+    import hashlib
+    import hmac
+
+    return hmac.new((cache_dir / facts.SECRET).read_bytes(), text, hashlib.sha256).digest()
+
+
+def field_index(name: str) -> int:
+    import dataclasses
+
+    from cuda4amd.model import BinaryInfo
+
+    return [f.name for f in dataclasses.fields(BinaryInfo)].index(name)
+
+
+def swap_exports(record: bytes) -> bytes:
+    """The same record with its export names changed: what a forger would want the scan to believe."""
+    data = json.loads(record)
+    data["info"][field_index("exports")] = ["cuInit", "cublasCreate_v2"]
+    return json.dumps(data, separators=(",", ":")).encode()
+
+
+@pytest.mark.parametrize("damage", ["flipped-byte", "forged-without-key", "other-key", "wrong-types",
+                                    "extra-field", "not-json", "garbage-database", "unreadable-key"])
+def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path):
+    target = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "demo" / "Tool", target)
+    cache_dir = tmp_path / "facts"
+    serial = scan_json(target, "--jobs", "1", "--no-cache")
+    assert scan_json(target, cache_dir=cache_dir) == serial
+    if damage == "flipped-byte":
+        tamper(cache_dir, lambda k, r, s: (r[:20] + bytes([r[20] ^ 1]) + r[21:], s))
+    elif damage == "forged-without-key":
+        tamper(cache_dir, lambda k, r, s: (swap_exports(r), s))
+    elif damage == "other-key":
+        rows = db_rows(cache_dir)
+        records = [(r, s) for _, r, s in rows]
+        shifted = dict(zip([k for k, _, _ in rows], records[1:] + records[:1]))
+        tamper(cache_dir, lambda k, r, s: shifted[k])
+    elif damage == "wrong-types":
+        def retype(key, record, seal):
+            data = json.loads(record)
+            data["info"][field_index("bits")] = str(data["info"][field_index("bits")])
+            text = json.dumps(data).encode()
+            return text, sealed(cache_dir, text)
+        tamper(cache_dir, retype)
+    elif damage == "extra-field":
+        def reclass(key, record, seal):
+            data = json.loads(record)
+            data["info"].append("one more")
+            text = json.dumps(data).encode()
+            return text, sealed(cache_dir, text)
+        tamper(cache_dir, reclass)
+    elif damage == "not-json":
+        tamper(cache_dir, lambda k, r, s: (b"\x80not json", sealed(cache_dir, b"\x80not json")))
+    elif damage == "garbage-database":
+        (cache_dir / facts.DATABASE).write_bytes(os.urandom(4096))
+    elif damage == "unreadable-key":
+        (cache_dir / facts.SECRET).write_bytes(b"short")
+    assert scan_json(target, cache_dir=cache_dir) == serial
+    assert scan_json(target, "--jobs", "2", cache_dir=cache_dir) == serial
+
+
+def test_a_changed_file_is_read_again(tmp_path, scan):
+    target = tmp_path / "tree"
+    target.mkdir()
+    shutil.copy(FIXTURES / "pe" / "plain.dll", target / "a.dll")
+    first = scan(target, cache=True)
+    shutil.copy(FIXTURES / "pe" / "app_ready.exe", target / "a.dll")  # new bytes, new size and mtime
+    assert scan(target, cache=True) == scan(target, cache=False)
+    assert scan(target, cache=True) != first
+
+
+def test_cache_records_are_sealed_json_keyed_by_file_identity(tmp_path):
+    target = tmp_path / "tree"
+    shutil.copytree(FIXTURES / "pe", target)
+    cache_dir = tmp_path / "facts"
+    scan_json(target, cache_dir=cache_dir)
+    rows = db_rows(cache_dir)
+    assert rows
+    for key, record, seal in rows:
+        data = json.loads(record)
+        assert data["key"] == key and data["info"][0] in ("PE", "ELF")
+        assert bytes(seal) == sealed(cache_dir, bytes(record))
+    assert oct((cache_dir / facts.SECRET).stat().st_mode & 0o777) == "0o600"
+    # touching a file (same bytes, new mtime) makes its record stale: a new key
+    os.utime(next(p for p in sorted(target.iterdir()) if p.suffix == ".dll"), ns=(1, 1))
+    scan_json(target, cache_dir=cache_dir)
+    assert len(db_rows(cache_dir)) == len(rows) + 1
+
+
+def test_the_reader_version_follows_the_reader_sources():
+    assert facts.reader_version() == facts.reader_version()
+    assert len(facts.reader_version()) == 64
+
+
+def test_rules_fingerprint_is_the_same_in_every_process(rules):
+    import subprocess
+
+    code = ("from cuda4amd.rules.loader import load_rules; from cuda4amd.scan.read.cache import canonical; "
+            "import json, hashlib; r = load_rules(); "
+            "print(hashlib.sha256(json.dumps(canonical((r.families, r.unknown, r.system))).encode()).hexdigest())")
+    seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,
+                           env={**os.environ, "PYTHONHASHSEED": seed}).stdout for seed in ("1", "2")}
+    assert len(seen) == 1
+
+
+def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
+    from cuda4amd import userdirs
+    from cuda4amd.fix.release import cache_dir
+
+    monkeypatch.delenv(facts.FACTS_VARIABLE, raising=False)
+    monkeypatch.setenv(userdirs.CACHE_VARIABLE, str(tmp_path / "base"))
+    assert facts.facts_folder() == tmp_path / "base" / "facts"
+    monkeypatch.setenv(facts.FACTS_VARIABLE, str(tmp_path / "here"))
+    assert facts.facts_folder() == tmp_path / "here"
+    monkeypatch.delenv(facts.FACTS_VARIABLE)
+    monkeypatch.delenv(userdirs.CACHE_VARIABLE)
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    assert facts.facts_folder() == cache_dir() / "facts"  # one lookup for the ZLUDA downloads and the facts
+    if sys.platform.startswith("linux"):
+        assert facts.facts_folder() == tmp_path / "xdg" / "cuda4amd" / "facts"
+
+
+def test_an_unwritable_cache_folder_only_turns_the_cache_off(tmp_path):
+    blocked = tmp_path / "file-not-folder"
+    blocked.write_text("x")
+    target = CASES["pe"]
+    assert scan_json(target, cache_dir=blocked / "facts") == scan_json(target, "--no-cache")
+
+
+def read_with_cache(target, cache_dir, rules):
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read.cache import FactCache
+    from cuda4amd.scan.read.parallel import read_binaries
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(target))).binaries
+    cache = FactCache.open("fast", inspector, cache_dir)
+    assert cache is not None
+    try:
+        result = read_binaries(None, found, "fast", inspector=inspector, jobs=2, cache=cache)
+    finally:
+        cache.close()
+    return result, cache.hits, len(found)
+
+
+def test_a_warm_cache_answers_every_file_and_a_tampered_one_none(tmp_path, rules):
+    target = CASES["byname"]
+    cold, hits, count = read_with_cache(target, tmp_path, rules)
+    assert hits == 0 and count > 0
+    warm, hits, _ = read_with_cache(target, tmp_path, rules)
+    assert hits == count and warm == cold
+    tamper(tmp_path, lambda k, r, s: (swap_exports(r), s))
+    again, hits, _ = read_with_cache(target, tmp_path, rules)
+    assert hits == 0 and again == cold
+
+
+ACCEPTANCE_WHEELS = ("cupy-cuda12x==14.2.0", "ctranslate2==4.8.5", "nvidia-cuda-runtime-cu12==12.9.79",
+                     "nvidia-cufft-cu12==11.4.1.4")
+
+
+@pytest.mark.acceptance
+@pytest.mark.parametrize("spec", ACCEPTANCE_WHEELS)
+@pytest.mark.parametrize("form", ["tree", "wheel"])
+def test_real_wheels_read_by_workers_and_cache_match_one_process(spec, form, tmp_path):
+    from wheelcache import Unavailable, unpacked, wheel
+
+    try:
+        target = unpacked(spec) if form == "tree" else wheel(spec)
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    serial = scan_json(target, "--jobs", "1", "--no-cache")
+    assert json.loads(serial)["binaries"]
+    assert scan_json(target, "--jobs", "2", "--no-cache") == serial
+    assert scan_json(target, "--jobs", "4", cache_dir=tmp_path) == serial
+    assert scan_json(target, "--jobs", "1", cache_dir=tmp_path) == serial
+
+
+def test_a_worker_that_dies_loses_nothing(tmp_path, rules, monkeypatch):
+    """A worker killed mid-read (as the OOM killer would): the rest is read in the main process."""
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(FIXTURES / "pe"))).binaries
+    expected = parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=1)
+    real_read = parallel.read_item
+
+    def dying_read(item, engine, inspector, archive):
+        if item.path == found[-1].path and os.getpid() != main_pid:
+            os._exit(9)
+        return real_read(item, engine, inspector, archive)
+
+    main_pid = os.getpid()
+    monkeypatch.setattr(parallel, "read_item", dying_read)
+    assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected
+
+
+def test_workers_started_without_fork_get_the_rules_pickled(monkeypatch, rules):
+    """What Windows, macOS and a process with other threads (the progress bar's) use."""
+    import multiprocessing
+
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    method = "forkserver" if "forkserver" in multiprocessing.get_all_start_methods() else "spawn"
+    monkeypatch.setattr(parallel, "_context", lambda: multiprocessing.get_context(method))
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(FIXTURES / "byname"))).binaries
+    expected = parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=1)
+    assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected
+
+
+# -- hostile files (issue 11, tests/test_hostile_scan.py) in worker processes and through the cache ----------------
+
+HOSTILE_PE = FIXTURES / "pe" / "blas_mixed.dll"
+
+
+def hostile_read(found, rules, jobs, cache_dir=None):
+    """read_binaries in `jobs` processes (through a facts cache in `cache_dir` when given), in a thread that must
+    finish (a FIFO must never block a worker)."""
+    from test_hostile_scan import finishes
+
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+
+    def read():
+        # opened in the reading thread: a sqlite connection serves only the thread that made it
+        cache = facts.FactCache.open("fast", inspector, cache_dir) if cache_dir is not None else None
+        try:
+            return parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=jobs, cache=cache)
+        finally:
+            if cache is not None:
+                cache.close()
+
+    return finishes(read)
+
+
+@pytest.mark.skipif(not hasattr(os, "mkfifo"), reason="no FIFOs on this system")
+def test_a_binary_swapped_for_a_fifo_is_one_error_in_a_worker_and_never_a_cache_hit(tmp_path, rules):
+    from cuda4amd.scan import discover as discovery
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    for name in ("a.dll", "b.dll", "c.dll"):
+        shutil.copy(HOSTILE_PE, tree / name)
+    found = discovery.discover(discovery.resolve_target(str(tree))).binaries
+    hostile_read(found, rules, 1, tmp_path / "facts")  # every file's facts cached
+    assert len(db_rows(tmp_path / "facts")) == 3
+    (tree / "b.dll").unlink()
+    os.mkfifo(tree / "b.dll")
+    for jobs, cache_dir in ((1, None), (2, None), (1, tmp_path / "facts"), (2, tmp_path / "facts")):
+        binaries, errors = hostile_read(found, rules, jobs, cache_dir)
+        assert [b.path for b in binaries] == ["a.dll", "c.dll"], (jobs, cache_dir)
+        assert [(e.path, e.stage) for e in errors] == [("b.dll", "read")], (jobs, cache_dir)
+        assert "not a regular file (a FIFO)" in errors[0].message
+    assert len(db_rows(tmp_path / "facts")) == 3  # nothing recorded for the FIFO
+
+
+def test_damaged_and_oversized_binaries_read_by_workers_and_cache_match_one_process(tmp_path):
+    import struct
+
+    from test_hostile_scan import ELF_FATBIN, _elf_section
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    shutil.copy(HOSTILE_PE, tree / "good.dll")
+    damaged = bytearray(HOSTILE_PE.read_bytes())  # e_lfanew off by 8: Windows refuses it
+    struct.pack_into("<I", damaged, 0x3C, struct.unpack_from("<I", damaged, 0x3C)[0] + 8)
+    (tree / "cuda_user.dll").write_bytes(damaged)
+    huge = bytearray(ELF_FATBIN.read_bytes())  # a fat binary section claiming a terabyte (of sparse holes)
+    header = _elf_section(huge, b".nv_fatbin")
+    offset, = struct.unpack_from("<Q", huge, header + 0x18)
+    struct.pack_into("<Q", huge, header + 0x20, 1 << 40)
+    (tree / "libhuge.so").write_bytes(huge)
+    try:
+        os.truncate(tree / "libhuge.so", offset + (1 << 40))
+    except OSError as exc:
+        pytest.skip(f"this file system has no 1 TiB sparse files ({exc})")
+    serial = scan_json(tree, "--jobs", "1", "--no-cache")
+    errors = {(e["path"], e["stage"]): e["message"] for e in json.loads(serial)["errors"]}
+    assert "e_lfanew" in errors[("cuda_user.dll", "read")]
+    assert "more than the 4 GiB examined per section" in errors[("libhuge.so", "kernels")]
+    assert scan_json(tree, "--jobs", "3", "--no-cache") == serial
+    assert scan_json(tree, "--jobs", "3", cache_dir=tmp_path / "facts") == serial
+    assert scan_json(tree, "--jobs", "1", cache_dir=tmp_path / "facts") == serial
+    assert len(db_rows(tmp_path / "facts")) == 2  # good.dll and libhuge.so (its error recorded with it), not the refused one
+
+
+def test_corrupt_and_oversized_wheel_members_read_by_workers_and_cache_match_one_process(tmp_path, monkeypatch):
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read.sniff import SNIFF_BYTES
+
+    wheel = tmp_path / "bad-1.0-py3-none-any.whl"
+    with zipfile.ZipFile(wheel, "w", zipfile.ZIP_DEFLATED) as zf:
+        for name in ("a.dll", "c.dll", "d.dll"):
+            zf.writestr(f"pkg/{name}", HOSTILE_PE.read_bytes())
+        zf.writestr("pkg/broken.dll", HOSTILE_PE.read_bytes(), zipfile.ZIP_STORED)
+        zf.writestr("pkg/big.dll", HOSTILE_PE.read_bytes() + bytes(1 << 20))
+    data = bytearray(wheel.read_bytes())
+    with zipfile.ZipFile(wheel) as zf:
+        info = zf.getinfo("pkg/broken.dll")
+    start = info.header_offset + 30 + len(info.filename) + len(info.extra)
+    # a byte past what discovery sniffs: the member is found, and reading it whole fails its CRC
+    assert info.file_size > SNIFF_BYTES + 16
+    data[start + info.file_size - 8] ^= 0x5A
+    wheel.write_bytes(bytes(data))
+    monkeypatch.setattr(discovery, "MAX_MEMBER_BYTES", 1 << 20)
+    serial = scan_json(wheel, "--jobs", "1", "--no-cache")
+    document = json.loads(serial)
+    assert [b["path"] for b in document["binaries"]] == ["pkg/a.dll", "pkg/c.dll", "pkg/d.dll"]
+    errors = {(e["path"], e["stage"]): e["message"] for e in document["errors"]}
+    assert set(errors) == {("pkg/big.dll", "discover"), ("pkg/broken.dll", "read")}
+    assert errors[("pkg/broken.dll", "read")].startswith("cannot read archive member: Bad CRC-32")
+    assert scan_json(wheel, "--jobs", "2", "--no-cache") == serial
+    assert scan_json(wheel, "--jobs", "2", cache_dir=tmp_path / "facts") == serial
+    assert scan_json(wheel, "--jobs", "1", cache_dir=tmp_path / "facts") == serial
+    assert len(db_rows(tmp_path / "facts")) == 3
