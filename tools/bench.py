@@ -172,9 +172,11 @@ def memory(command: list[str], env: dict[str, str]) -> dict[str, int] | None:
     return {"main": main_kb // 1024, "tree_rss": tree_rss // 1024, "tree_pss": tree_pss // 1024, "workers": workers}
 
 
-def tree_facts(tree: Path, report: dict) -> str:
+def tree_facts(tree: Path, report: dict, follow_links: bool) -> str:
+    """The tree as the scan walked it: links to folders followed only with --follow-links
+    (a venv's lib64 -> lib link would count every file twice)."""
     size = files = 0
-    for folder, _, names in os.walk(tree, followlinks=True):
+    for folder, _, names in os.walk(tree, followlinks=follow_links):
         for name in names:
             try:
                 size += os.stat(os.path.join(folder, name)).st_size
@@ -223,7 +225,7 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
         return "yes" if ok else "**no**"
 
     print(f"tree: {tree}")
-    print(f"{tree_facts(tree, report)}")
+    print(f"{tree_facts(tree, report, follow_links)}")
     print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print()
     print("| measurement | runs | min | median | max | goal | met |")
