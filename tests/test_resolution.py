@@ -274,3 +274,37 @@ def test_cupy_finds_the_nvidia_wheels_that_cuda_pathfinder_loads(tmp_path, scan)
     mapped = [f"{site}/nvidia/cu13/lib/libcublas.so.13", f"{site}/nvidia/cu13/lib/libcublasLt.so.13"]
     loads = classify_loads(mapped, str(site), rules_family_of(), tree, outside)
     assert loads["predicted"] == ["nvidia/cu13/lib/libcublas.so.13", "nvidia/cu13/lib/libcublasLt.so.13"]
+
+
+def test_a_framework_rules_by_name_load_resolves_to_the_folder_it_adds(tmp_path, scan):
+    # the merged H200 run's JAX libnvJitLink.so.13: JAX's Python preloads libcusparse.so.12 from
+    # nvidia/cu13/lib (rules/frameworks/jax.toml), and cuSPARSE's RUNPATH $ORIGIN then loads nvJitLink;
+    # the plugin's binaries name neither, so only the framework rule's load leads there
+    from test_packages import install
+
+    build = tmp_path / "build"
+    build.mkdir()
+    jitlink = _shared(build, "libnvJitLink.so.13", "libnvJitLink.so.13")
+    sparse = _shared(build, "libcusparse.so.12", "libcusparse.so.12", needed=[jitlink], runpath="$ORIGIN")
+    plugin = _shared(build, "cuda_plugin_extension.so", "cuda_plugin_extension.so")
+    site = tmp_path / "site-packages"
+    install(site, "nvidia-nvjitlink", "13.0.88", {"nvidia/cu13/lib/libnvJitLink.so.13": jitlink})
+    install(site, "nvidia-cusparse", "12.6.3.3", {"nvidia/cu13/lib/libcusparse.so.12": sparse})
+    install(site, "triton", "3.6.0", {"triton/backends/nvidia/lib/libcusparse.so.12": sparse})
+    install(site, "jax-cuda13-plugin", "0.11.2", {"jax_cuda13_plugin/cuda_plugin_extension.so": plugin})
+    report = scan(site)
+    jax = next(p for p in report["packages"] if p["name"] == "jax-cuda13-plugin")
+    loads = {load["name"]: load["resolved"] for load in jax["loads"]}
+    # JAX's rule adds nvidia/*/lib, not Triton's folder; what is not in the tree stays unresolved
+    assert loads["libcusparse.so.12"] == "nvidia/cu13/lib/libcusparse.so.12"
+    assert loads["libcudnn.so.9"] is None
+    assert all(load["basis"] == "framework-rule" for load in jax["loads"])
+
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parent / "tools" / "gpu_truth"))
+    from compare import reached
+
+    tree, _ = reached(report, ["jax-cuda13-plugin"])
+    assert {"nvidia/cu13/lib/libcusparse.so.12", "nvidia/cu13/lib/libnvJitLink.so.13"} <= tree
+    assert "triton/backends/nvidia/lib/libcusparse.so.12" not in tree

@@ -49,14 +49,21 @@ def _norm(name: str) -> str:
 
 
 def reached(report: dict, distributions: Iterable[str]) -> tuple[set[str], list[str]]:
-    """(in-tree binary paths reachable from the distributions' binaries by
-    their dependencies, names of dependencies not resolved in the tree, plus
-    the framework rules' by-name loads)."""
+    """(in-tree binary paths reachable from the distributions' binaries and
+    from the files their framework rules' by-name loads resolved to
+    (packages[].loads[].resolved), by their dependencies; names of
+    dependencies not resolved in the tree, plus those by-name loads)."""
     wanted = {_norm(d) for d in distributions}
     binaries = {b["path"]: b for b in report.get("binaries", [])}
     todo = [p for p, b in binaries.items() if _norm(b.get("distribution") or "") in wanted]
-    seen: set[str] = set()
     outside: list[str] = []
+    for package in report.get("packages", []):
+        if _norm(package["name"]) in wanted:
+            for load in package.get("loads", []):
+                outside.append(load["name"])
+                if load.get("resolved") in binaries:
+                    todo.append(load["resolved"])
+    seen: set[str] = set()
     while todo:
         path = todo.pop()
         if path in seen:
@@ -68,9 +75,6 @@ def reached(report: dict, distributions: Iterable[str]) -> tuple[set[str], list[
                 todo.append(resolved)
             else:
                 outside.append(dep["name"])
-    for package in report.get("packages", []):
-        if _norm(package["name"]) in wanted:
-            outside += [load["name"] for load in package.get("loads", [])]
     return seen, outside
 
 
