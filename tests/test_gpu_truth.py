@@ -1,12 +1,15 @@
 """The GPU truth harness's comparison (tools/gpu_truth/compare.py), on data shaped like a real run."""
 from __future__ import annotations
 
+import json
 import sys
 from pathlib import Path
 
+import pytest
+
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "gpu_truth"))
 
-from compare import classify_loads, compare, markdown, reached, template_regex  # noqa: E402
+from compare import classify_loads, compare, main, markdown, reached, replaced_families, template_regex  # noqa: E402
 
 SITE = "/venv/lib/python3.12/site-packages"
 
@@ -90,3 +93,58 @@ def test_failures_without_sass_against_the_scan():
     assert any("package verdict ready" in d for d in pkg["disagreements"])
     text = markdown(summary, {"date": "2026-12-01", "gpu": "test"})
     assert "run-time NVIDIA loads predicted: **4/4**" in text and "| pkg.random | ok | FAIL (run)" in text
+
+
+# the merged H200 run's JAX section in miniature: the plugin's binaries name no cuDNN; JAX's framework
+# rule loads libcudnn.so.9 by name (packages[].loads[], route redirect), and NVIDIA's libcudnn.so.9 then
+# loads its sub-libraries, which under ZLUDA (whose cuDNN replaces the front library) are never loaded
+PRELOADED = {
+    "binaries": [binary("plugin/xla.so", "plugin", deps=[("libcuda.so.1", None)]),
+                 binary("nvidia/cudnn/lib/libcudnn.so.9", "nvidia-cudnn", family="dnn", route="redirect"),
+                 binary("nvidia/cudnn/lib/libcudnn_graph.so.9", "nvidia-cudnn", verdict="blocked",
+                        kernels="sass-only", family="dnn", route="blocked")],
+    "packages": [{"name": "plugin", "verdict": "blocked", "loads": [
+        {"family": "dnn", "name": "libcudnn.so.9", "when": "always", "route": "redirect", "basis": "framework-rule"},
+        {"family": "rand", "name": "libcurand.so.10", "when": "always", "route": "passthrough",
+         "basis": "framework-rule"}]}],
+}
+PRELOAD_PROBES = [{"op": "plugin.conv", "mode": "normal", "ok": True, "maps": maps(
+    "plugin/xla.so", "nvidia/cudnn/lib/libcudnn.so.9", "nvidia/cudnn/lib/libcudnn_graph.so.9",
+    driver=["/usr/lib/libcuda.so.580.1"])}]
+
+
+def test_a_replaced_library_loaded_by_a_framework_rule_puts_what_it_loads_behind_it():
+    tree, _ = reached(PRELOADED, ["plugin"])
+    assert replaced_families(PRELOADED, tree) == set()  # no reached binary is a replaced library
+    assert replaced_families(PRELOADED, tree, ["plugin"]) == {"dnn"}  # a passthrough load (cuRAND) is not
+    assert replaced_families(PRELOADED, tree, ["other"]) == set()  # only the workload's own distributions
+    loads = compare(PRELOAD_PROBES, PRELOADED, SITE, family_of, {"plugin": ("plugin",)})["plugin"]["loads"]
+    assert loads["predicted"] == ["/usr/lib/libcuda.so.580.1", "nvidia/cudnn/lib/libcudnn.so.9"]
+    assert loads["behind-replaced"] == ["nvidia/cudnn/lib/libcudnn_graph.so.9"]
+    assert loads["family"] == [] and loads["missed"] == []
+
+
+def test_a_recorded_run_is_re_judged_against_a_scan_report(tmp_path, capsys):
+    # the recorded run's probes (its gpu-truth.json) against another scan report, with cuda4amd's own
+    # family rules: the JAX case above under the harness's real package names
+    report = json.loads(json.dumps(PRELOADED).replace('"plugin"', '"jax-cuda13-plugin"'))
+    probes = [dict(p, op="jax.conv") for p in PRELOAD_PROBES]
+    probes.append(dict(probes[0], mode="ptx-jit"))
+    recorded = {"meta": {"date": "2026-12-01", "site": SITE, "compute": "9.0", "gpu": "test"},
+                "probes": probes, "summary": {"stale": True}}
+    (tmp_path / "gpu-truth.json").write_text(json.dumps(recorded))
+    (tmp_path / "scan.json").write_text(json.dumps(report))
+    out, again = tmp_path / "again.md", tmp_path / "again.json"
+    assert main(["--probes", str(tmp_path / "gpu-truth.json"), "--scan", str(tmp_path / "scan.json"),
+                 "--markdown", str(out), "--json", str(again)]) == 0
+    jax = json.loads(again.read_text())["jax"]
+    assert jax["loads"]["behind-replaced"] == ["nvidia/cudnn/lib/libcudnn_graph.so.9"]
+    assert jax["recall"] == "2/2"  # libcudnn.so.9 by the framework rule, the driver by the binary's import
+    text = out.read_text()
+    assert text.startswith("# GPU truth run 2026-12-01") and f"- site: {SITE}" in text
+    assert "run-time NVIDIA loads predicted: **2/2**" in text and "1 behind a library ZLUDA replaces" in text
+    # a broken input is a clear error, not a traceback
+    (tmp_path / "bad.json").write_text("{not json")
+    with pytest.raises(SystemExit) as exited:
+        main(["--probes", str(tmp_path / "bad.json"), "--scan", str(tmp_path / "scan.json")])
+    assert exited.value.code == 2 and "cannot re-judge" in capsys.readouterr().err

@@ -213,3 +213,98 @@ def test_the_graph_links_a_search_path_library_as_the_binary_it_is(tmp_path, rul
     render = str(libs / "render.dll")
     assert graph.nodes[render]["kind"] == "binary"
     assert graph.has_edge("tool.exe", render) and "lib:render.dll" not in graph
+
+
+def _shared(tmp_path, name, soname, needed=(), runpath=None):
+    """A gcc-built shared object with a soname, linked against `needed` (other outputs of this helper)."""
+    gcc = shutil.which("gcc")
+    if gcc is None:
+        import pytest
+
+        pytest.skip("gcc not installed")
+    import subprocess
+
+    src = tmp_path / (name + ".c")
+    src.write_text(f"int {name.replace('.', '_').replace('-', '_')}_entry(void) {{ return 1; }}\n")
+    out = tmp_path / name
+    args = [gcc, "-shared", "-fPIC", "-o", str(out), str(src), f"-Wl,-soname,{soname}", "-Wl,--no-as-needed", *map(str, needed)]
+    if runpath:
+        args += [f"-Wl,-rpath,{runpath}", "-Wl,--enable-new-dtags"]
+    subprocess.run(args, check=True, capture_output=True)
+    return out
+
+
+def test_cupy_finds_the_nvidia_wheels_that_cuda_pathfinder_loads(tmp_path, scan):
+    # the layout of the H200 run's site-packages (docs/gpu-truth/2026-12-01-merged.md): CuPy 14's
+    # wrapper modules need libcublas.so.13 without a RUNPATH to it; cuda.pathfinder loads it from
+    # nvidia/cu13/lib first (rules/frameworks/cupy.toml [[search_folders]]), and cuBLAS's own RUNPATH
+    # $ORIGIN finds cuBLASLt beside it
+    from test_packages import install
+
+    build = tmp_path / "build"
+    build.mkdir()
+    lt = _shared(build, "libcublasLt.so.13", "libcublasLt.so.13")
+    blas = _shared(build, "libcublas.so.13", "libcublas.so.13", needed=[lt], runpath="$ORIGIN")
+    wrapper = _shared(build, "cublas.cpython-312-x86_64-linux-gnu.so", "cublas.cpython-312-x86_64-linux-gnu.so",
+                      needed=[blas])
+    site = tmp_path / "site-packages"
+    install(site, "nvidia-cublas", "13.1.0.3", {"nvidia/cu13/lib/libcublas.so.13": blas,
+                                               "nvidia/cu13/lib/libcublasLt.so.13": lt})
+    install(site, "cupy-cuda13x", "14.2.0", {"cupy_backends/cuda/libs/cublas.cpython-312-x86_64-linux-gnu.so": wrapper})
+    install(site, "otherpkg", "1.0", {"otherpkg/cublas.cpython-312-x86_64-linux-gnu.so": wrapper})
+    report = scan(site)
+    binaries = by_path(report)
+    cupy = dependency(binaries["cupy_backends/cuda/libs/cublas.cpython-312-x86_64-linux-gnu.so"], "libcublas.so.13")
+    assert (cupy["how"], cupy["resolved"]) == ("framework-folder", "nvidia/cu13/lib/libcublas.so.13")
+    assert cupy["via"] == "framework rule cupy: adds nvidia/*/lib"
+    # nothing loads the wheel's folder for a package without such a rule
+    other = dependency(binaries["otherpkg/cublas.cpython-312-x86_64-linux-gnu.so"], "libcublas.so.13")
+    assert (other["how"], other["resolved"]) == ("unresolved", None)
+    lt_dep = dependency(binaries["nvidia/cu13/lib/libcublas.so.13"], "libcublasLt.so.13")
+    assert (lt_dep["how"], lt_dep["resolved"]) == ("runpath", "nvidia/cu13/lib/libcublasLt.so.13")
+
+    # and the GPU truth harness then counts cuBLASLt (mapped by CuPy's matmul) as predicted
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parent / "tools" / "gpu_truth"))
+    from compare import classify_loads, reached, rules_family_of
+
+    tree, outside = reached(report, ["cupy-cuda13x"])
+    assert {"nvidia/cu13/lib/libcublas.so.13", "nvidia/cu13/lib/libcublasLt.so.13"} <= tree
+    mapped = [f"{site}/nvidia/cu13/lib/libcublas.so.13", f"{site}/nvidia/cu13/lib/libcublasLt.so.13"]
+    loads = classify_loads(mapped, str(site), rules_family_of(), tree, outside)
+    assert loads["predicted"] == ["nvidia/cu13/lib/libcublas.so.13", "nvidia/cu13/lib/libcublasLt.so.13"]
+
+
+def test_a_framework_rules_by_name_load_resolves_to_the_folder_it_adds(tmp_path, scan):
+    # the merged H200 run's JAX libnvJitLink.so.13: JAX's Python preloads libcusparse.so.12 from
+    # nvidia/cu13/lib (rules/frameworks/jax.toml), and cuSPARSE's RUNPATH $ORIGIN then loads nvJitLink;
+    # the plugin's binaries name neither, so only the framework rule's load leads there
+    from test_packages import install
+
+    build = tmp_path / "build"
+    build.mkdir()
+    jitlink = _shared(build, "libnvJitLink.so.13", "libnvJitLink.so.13")
+    sparse = _shared(build, "libcusparse.so.12", "libcusparse.so.12", needed=[jitlink], runpath="$ORIGIN")
+    plugin = _shared(build, "cuda_plugin_extension.so", "cuda_plugin_extension.so")
+    site = tmp_path / "site-packages"
+    install(site, "nvidia-nvjitlink", "13.0.88", {"nvidia/cu13/lib/libnvJitLink.so.13": jitlink})
+    install(site, "nvidia-cusparse", "12.6.3.3", {"nvidia/cu13/lib/libcusparse.so.12": sparse})
+    install(site, "triton", "3.6.0", {"triton/backends/nvidia/lib/libcusparse.so.12": sparse})
+    install(site, "jax-cuda13-plugin", "0.11.2", {"jax_cuda13_plugin/cuda_plugin_extension.so": plugin})
+    report = scan(site)
+    jax = next(p for p in report["packages"] if p["name"] == "jax-cuda13-plugin")
+    loads = {load["name"]: load["resolved"] for load in jax["loads"]}
+    # JAX's rule adds nvidia/*/lib, not Triton's folder; what is not in the tree stays unresolved
+    assert loads["libcusparse.so.12"] == "nvidia/cu13/lib/libcusparse.so.12"
+    assert loads["libcudnn.so.9"] is None
+    assert all(load["basis"] == "framework-rule" for load in jax["loads"])
+
+    import sys
+
+    sys.path.insert(0, str(FIXTURES.parent / "tools" / "gpu_truth"))
+    from compare import reached
+
+    tree, _ = reached(report, ["jax-cuda13-plugin"])
+    assert {"nvidia/cu13/lib/libcusparse.so.12", "nvidia/cu13/lib/libnvJitLink.so.13"} <= tree
+    assert "triton/backends/nvidia/lib/libcusparse.so.12" not in tree

@@ -167,6 +167,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     unseen = unseen_loaders(binaries, dependencies, identities, rules)
     verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen)
     packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
+    _locate_loads(packages, binaries, distributions, frameworks)
     errors = found.errors + read_errors
     if focus is not None:
         binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
@@ -424,19 +425,54 @@ def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], fra
         if framework is None:
             return False, None
         platform = platform_of(formats.get(source, "ELF"))
-        root = roots.get(mine, "")
-        folder = posixpath.dirname(hit)
-        rel = posixpath.relpath(folder, root) if root else folder
-        fold = str.casefold if platform == "windows" else str
-        for rule in framework.search_folders:
-            if rule.platform not in (None, platform):
-                continue
-            for pattern in rule.folders:
-                if fnmatch.fnmatchcase(fold(rel), fold(pattern)):
-                    return True, f"framework rule {framework.id}: adds {pattern}"
-        return False, None
+        pattern = _added_folder(framework, platform, posixpath.dirname(hit), roots.get(mine, ""))
+        return (True, f"framework rule {framework.id}: adds {pattern}") if pattern else (False, None)
 
     return reach
+
+
+def _added_folder(framework, platform: str, folder: str, root: str) -> str | None:
+    """The framework's [[search_folders]] glob that matches a tree folder
+    (relative to the site-packages folder `root` holding the framework), or None."""
+    rel = posixpath.relpath(folder, root) if root else folder
+    fold = str.casefold if platform == "windows" else str
+    for rule in framework.search_folders:
+        if rule.platform not in (None, platform):
+            continue
+        for pattern in rule.folders:
+            if fnmatch.fnmatchcase(fold(rel), fold(pattern)):
+                return pattern
+    return None
+
+
+def _locate_loads(packages: Sequence[PackageVerdict], binaries: Sequence[ScannedBinary],
+                  distributions: Sequence[Distribution], frameworks: Sequence) -> None:
+    """Set `resolved` on each framework-rule load of each package: the tree
+    file of that name in the package's own distribution or in a folder its
+    framework rule adds ([[search_folders]]; e.g. JAX preloads libcusparse.so.12
+    from nvidia/cu13/lib), else None. What that file loads in turn is then in
+    the report's graph (binaries[].dependencies of the resolved path)."""
+    from cuda4amd.rules.frameworks import framework_for
+
+    roots = {d.name: posixpath.dirname(d.dist_info) for d in distributions}
+    named: dict[tuple[str, str], list[ScannedBinary]] = {}
+    for binary in binaries:
+        platform = platform_of(binary.info.format)
+        base = posixpath.basename(binary.path)
+        named.setdefault((platform, base.casefold() if platform == "windows" else base), []).append(binary)
+    for package in packages:
+        framework = framework_for(package.name, frameworks)
+        for load in package.loads:
+            load["resolved"] = None
+            if framework is None:
+                continue
+            platform = "windows" if load["name"].casefold().endswith(".dll") else "linux"
+            key = (platform, load["name"].casefold() if platform == "windows" else load["name"])
+            for binary in sorted(named.get(key, []), key=lambda b: b.path):
+                if binary.distribution == package.name or _added_folder(
+                        framework, platform, posixpath.dirname(binary.path), roots.get(package.name, "")):
+                    load["resolved"] = binary.path
+                    break
 
 
 def read_all(

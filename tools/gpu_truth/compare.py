@@ -5,6 +5,11 @@ report), so they are tested without a GPU (tests/test_gpu_truth.py).
 
     summary = compare(probes, report, site, family_of, PACKAGES)
 
+Re-judging a recorded run offline (the probes of its gpu-truth.json against
+a scan report, e.g. a new scan of a copy of the same site-packages):
+
+    python tools/gpu_truth/compare.py --probes OUT/gpu-truth.json --scan OUT/scan.json [--markdown FILE]
+
 `probes`: [{op, mode ("normal" | "ptx-jit"), ok, error, maps: [paths]}];
 `report`: the `cuda4amd scan SITE --format json` document; `site` the
 scanned site-packages folder (maps paths below it are compared with the
@@ -13,6 +18,8 @@ library file name or None (cuda4amd's rules).
 """
 from __future__ import annotations
 
+import argparse
+import json
 import os
 import posixpath
 import re
@@ -42,14 +49,21 @@ def _norm(name: str) -> str:
 
 
 def reached(report: dict, distributions: Iterable[str]) -> tuple[set[str], list[str]]:
-    """(in-tree binary paths reachable from the distributions' binaries by
-    their dependencies, names of dependencies not resolved in the tree, plus
-    the framework rules' by-name loads)."""
+    """(in-tree binary paths reachable from the distributions' binaries and
+    from the files their framework rules' by-name loads resolved to
+    (packages[].loads[].resolved), by their dependencies; names of
+    dependencies not resolved in the tree, plus those by-name loads)."""
     wanted = {_norm(d) for d in distributions}
     binaries = {b["path"]: b for b in report.get("binaries", [])}
     todo = [p for p, b in binaries.items() if _norm(b.get("distribution") or "") in wanted]
-    seen: set[str] = set()
     outside: list[str] = []
+    for package in report.get("packages", []):
+        if _norm(package["name"]) in wanted:
+            for load in package.get("loads", []):
+                outside.append(load["name"])
+                if load.get("resolved") in binaries:
+                    todo.append(load["resolved"])
+    seen: set[str] = set()
     while todo:
         path = todo.pop()
         if path in seen:
@@ -61,9 +75,6 @@ def reached(report: dict, distributions: Iterable[str]) -> tuple[set[str], list[
                 todo.append(resolved)
             else:
                 outside.append(dep["name"])
-    for package in report.get("packages", []):
-        if _norm(package["name"]) in wanted:
-            outside += [load["name"] for load in package.get("loads", [])]
     return seen, outside
 
 
@@ -118,14 +129,23 @@ def classify_loads(maps: Iterable[str], site: str, family_of: Callable[[str], st
     return out
 
 
-def replaced_families(report: dict, tree: set[str]) -> set[str]:
-    """Families of reached NVIDIA libraries that ZLUDA replaces (route redirect)."""
+def replaced_families(report: dict, tree: set[str], distributions: Iterable[str] = ()) -> set[str]:
+    """Families of the NVIDIA libraries the scan predicts and ZLUDA replaces
+    (route redirect): reached binaries, and the libraries the distributions'
+    framework rules load by name (packages[].loads[]; e.g. JAX's preload of
+    libcudnn.so.9, which the scan names but does not follow to a file). What
+    such a library loads in turn (cuDNN 9's sub-libraries) is NVIDIA's code,
+    not loaded under ZLUDA, whose library takes the front library's place."""
     binaries = {b["path"]: b for b in report.get("binaries", [])}
     out = set()
     for path in tree:
         lib = binaries[path].get("nvidia_library") or {}
         if lib.get("route") == "redirect":
             out.add(lib["family"])
+    wanted = {_norm(d) for d in distributions}
+    for package in report.get("packages", []):
+        if _norm(package["name"]) in wanted:
+            out |= {load["family"] for load in package.get("loads", []) if load.get("route") == "redirect"}
     return out
 
 
@@ -169,7 +189,7 @@ def compare(probes: list[dict], report: dict, site: str, family_of: Callable[[st
         tree, outside = reached(report, dists)
         normal = [p for p in mine if p["mode"] == "normal"]
         maps = [m for p in normal for m in p.get("maps", [])]
-        loads = classify_loads(maps, site, family_of, tree, outside, replaced_families(report, tree))
+        loads = classify_loads(maps, site, family_of, tree, outside, replaced_families(report, tree, dists))
         ops = []
         disagreements = []
         package_verdicts = {d: verdict_of[d] for d in dists if d in verdict_of}
@@ -268,3 +288,62 @@ def markdown(summary: dict, meta: dict) -> str:
 def _cell(text: str) -> str:
     text = text.replace("|", "\\|").replace("\n", " ")
     return text if len(text) <= 300 else text[:297] + "..."
+
+
+def rules_family_of() -> Callable[[str], str | None]:
+    """`family_of` from cuda4amd's rules (Linux names): the family id, "unknown"
+    for a CUDA library of no known family, None for anything else."""
+    from cuda4amd.rules.loader import load_rules
+
+    rules = load_rules()
+
+    def family_of(name: str) -> str | None:
+        family = rules.family_for(name, "linux")
+        if family is not None:
+            return family.id
+        return "unknown" if rules.is_unknown_cuda(name, "linux") else None
+
+    return family_of
+
+
+def rejudge(recorded: dict, report: dict, family_of: Callable[[str], str | None]) -> tuple[dict, str]:
+    """The comparison and its markdown for a recorded run's probes (its
+    gpu-truth.json document) against a scan report."""
+    meta = dict(recorded.get("meta", {}))
+    site = meta.get("site")
+    if not site:
+        raise ValueError("the recorded run names no site-packages folder (meta.site)")
+    compute = str(meta.get("compute") or "9.0")
+    probes = sorted(recorded.get("probes", []), key=lambda p: (p["op"], p["mode"]))
+    summary = compare(probes, report, site, family_of, gpu_arch=int(compute.replace(".", "")))
+    return summary, markdown(summary, meta)
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(description="Re-judge a recorded GPU truth run against a scan report.")
+    parser.add_argument("--probes", required=True, help="a run's gpu-truth.json (its probes and meta are used)")
+    parser.add_argument("--scan", required=True, help="a `cuda4amd scan SITE --format json` report of that site")
+    parser.add_argument("--markdown", help="write the summary here (default: print it)")
+    parser.add_argument("--json", dest="json_out", help="also write the comparison as JSON here")
+    args = parser.parse_args(argv)
+    try:
+        with open(args.probes, encoding="utf-8") as f:
+            recorded = json.load(f)
+        with open(args.scan, encoding="utf-8") as f:
+            report = json.load(f)
+        summary, text = rejudge(recorded, report, rules_family_of())
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        parser.exit(2, f"compare.py: cannot re-judge: {exc}\n")
+    if args.json_out:
+        with open(args.json_out, "w", encoding="utf-8") as f:
+            json.dump(summary, f, indent=1, sort_keys=True)
+    if args.markdown:
+        with open(args.markdown, "w", encoding="utf-8") as f:
+            f.write(text)
+    else:
+        print(text)
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

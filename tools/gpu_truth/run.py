@@ -27,7 +27,7 @@ from pathlib import Path
 HERE = Path(__file__).resolve().parent
 sys.path.insert(0, str(HERE))
 
-from compare import compare, markdown  # noqa: E402
+from compare import compare, markdown, rules_family_of  # noqa: E402
 from probe import PROBE_MARK  # noqa: E402
 from workloads import OPERATIONS  # noqa: E402
 
@@ -112,16 +112,7 @@ def main() -> None:
                   f"{result['wall']:6.1f}s {result.get('error') or ''}"[:200], flush=True)
         report, scan_seconds = scanned.result()
 
-    from cuda4amd.rules.loader import load_rules
-
-    rules = load_rules()
-
-    def family_of(name: str) -> str | None:
-        family = rules.family_for(name, "linux")
-        if family is not None:
-            return family.id
-        return "unknown" if rules.is_unknown_cuda(name, "linux") else None
-
+    family_of = rules_family_of()
     meta = machine()
     meta.update(site=args.site, scan_seconds=round(scan_seconds, 1), cuda4amd=report.get("tool", {}).get("version"))
     arch = int(meta.get("compute", "9.0").replace(".", "")) if meta.get("compute") else 90
