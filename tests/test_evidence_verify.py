@@ -129,7 +129,8 @@ def test_verify_waits_for_no_one_and_reads_no_journal_while_the_target_is_in_use
 
 
 def test_verify_rescans_with_the_rules_the_fix_was_made_with(tmp_path, fix_cache):
-    """`scan --rules DIR --fix`, then `verify --rules DIR`: its re-scan judges as the fix's scan did."""
+    """`scan --rules DIR --fix`, then `verify`: its re-scan judges as the fix's scan did, with the
+    rules folder the plan recorded, or with the options given to verify instead."""
     from test_fix_options import VENDOR_FAMILY, chain_app, rules_folder
     from test_fix_options import fix as fix_cli
 
@@ -145,9 +146,14 @@ def test_verify_rescans_with_the_rules_the_fix_was_made_with(tmp_path, fix_cache
 
     ruled = verify_fixed(tool, run=False, options=ScanOptions(target=str(tool), rule_dirs=(custom,)))
     assert ruled.verification.ok and vendor_family(ruled) == {"vendor"}
-    assert vendor_family(verify_fixed(tool, run=False)) != {"vendor"}  # the shipped rules know no such family
+    from cuda4amd.fix.journal import load_journal
+
+    assert load_journal(tool).plan.scan["rule_dirs"] == [str(custom.resolve())]  # recorded, under the journal's MAC
+    assert vendor_family(verify_fixed(tool, run=False)) == {"vendor"}  # the recorded rules, not passed again
+    shipped_only = verify_fixed(tool, run=False, options=ScanOptions(target=str(tool)))
+    assert vendor_family(shipped_only) != {"vendor"}  # options given replace the recorded ones
     out = tmp_path / "verify.json"
-    done = subprocess.run([sys.executable, "-m", "cuda4amd", "verify", str(tool), "--rules", str(custom),
+    done = subprocess.run([sys.executable, "-m", "cuda4amd", "verify", str(tool),
                            "-o", str(out), "--no-redact"], capture_output=True, text=True)
     assert done.returncode == 0, done.stdout + done.stderr
     scan = json.loads(out.read_text(encoding="utf-8"))["scan"]

@@ -22,12 +22,12 @@ EXIT_PROBE_FAILED = 8
 @click.option("-o", "--output", type=click.Path(dir_okay=False), metavar="FILE",
               help="Write the verify report: FILE.json (the whole report) or FILE.md (the scan with its evidence).")
 @click.option("--no-redact", is_flag=True, help="Keep home, user and host names in the file report.")
-@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True,
-              help="Binary reader of the re-scan.")
+@click.option("--engine", type=click.Choice(["fast", "lief"]), default=None,
+              help="Binary reader of the re-scan (default: the fix's).")
 @click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
-              help="Extra folder to resolve libraries in, as given to `scan --fix`; repeatable.")
+              help="Extra folder to resolve libraries in (default: those of `scan --fix`); repeatable.")
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR",
-              help="Extra rules folder, as given to `scan --fix`; repeatable.")
+              help="Extra rules folder (default: those of `scan --fix`); repeatable.")
 @click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET, as `scan` does.")
 def verify(target, run_probes, timeout, output, no_redact, engine, search_paths, rule_dirs, follow_links) -> None:
     """Check TARGET, fixed by `cuda4amd scan TARGET --fix`: every file as the fix
@@ -36,8 +36,9 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     through the fix's environment; each ends pass, unsupported (a safe refusal),
     incorrect, timeout, hang or crash.
 
-    The re-scan judges with the shipped rules; pass the --rules, --search-path
-    and --follow-links the fix was made with to verify it the way it was judged.
+    The re-scan judges with the --rules, --search-path, --follow-links and
+    --engine the fix was made with (recorded in its plan); passing any of them
+    replaces the recorded set.
 
     Exit status: 0 verified (probes passed or refused safely), 7 a file or link
     check failed, 8 a probe was incorrect, timed out, hung or crashed, 2 usage error.
@@ -63,8 +64,11 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     if run_probes:
         click.echo(f"smoke probes through the fix in {root} (each up to {timeout:g} s):")
     try:
-        options = ScanOptions(target=str(root), engine=engine, search_paths=tuple(Path(p) for p in search_paths),
-                              rule_dirs=tuple(Path(p) for p in rule_dirs), follow_links=follow_links)
+        options = None  # the options the fix recorded
+        if search_paths or rule_dirs or follow_links or engine:
+            options = ScanOptions(target=str(root), engine=engine or "fast",
+                                  search_paths=tuple(Path(p) for p in search_paths),
+                                  rule_dirs=tuple(Path(p) for p in rule_dirs), follow_links=follow_links)
         report = verify_fixed(root, run=run_probes, limit=timeout, progress=show, options=options)
     except (FixDirError, LockError, TargetError, RulesError) as exc:
         fail(str(exc))

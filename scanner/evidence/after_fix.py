@@ -102,8 +102,8 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
     `cuda4amd run` reads it; the probes run after the lock is released, as a
     program started by `cuda4amd run` does. `options`: the re-scan's search
     paths, extra rules and links policy (the target, release and host are the
-    fix's), so a fix made with `scan --rules/--search-path` is verified the way
-    it was judged."""
+    fix's); without them, the ones the plan recorded, so a fix made with
+    `scan --rules/--search-path` is verified the way it was judged."""
     from cuda4amd.fix.commands import fixed_launch
     from cuda4amd.fix.journal import FixDirError, load_journal
     from cuda4amd.fix.lock import target_lock
@@ -121,7 +121,7 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
         if rescan is None:
             from cuda4amd.scan.pipeline import run_scan
 
-            again = replace(options or ScanOptions(target=str(root)), target=str(root),
+            again = replace(options or recorded_options(plan, root), target=str(root),
                             zluda_release=plan.release.get("tag"), host="none")
 
             def rescan():
@@ -161,3 +161,12 @@ def smoke_after_fix(plan, *, echo: Callable[[str], Any], limit: float = 60.0) ->
         echo(f"probes failed for {', '.join(bad)}: the linked files are in place, but these libraries do not work "
              f"on this machine yet (docs/evidence.md says what each status means)")
     return outcomes
+
+
+def recorded_options(plan, root: Path) -> ScanOptions:
+    """The re-scan options the plan recorded from its scan (journals of earlier versions: the defaults)."""
+    scan = plan.scan or {}
+    return ScanOptions(target=str(root), engine=scan.get("engine", "fast"),
+                       search_paths=tuple(Path(p) for p in scan.get("search_paths", ())),
+                       rule_dirs=tuple(Path(p) for p in scan.get("rule_dirs", ())),
+                       follow_links=bool(scan.get("follow_links", False)))

@@ -138,6 +138,9 @@ class Plan:
     advice: list[str] = field(default_factory=list)
     host: str = ""
     launcher_dir: str = FIX_DIR
+    #: the scan options the plan was judged with (rules folders, search paths, links, engine), so
+    #: `verify` re-scans the way the fix was judged without the user passing them again
+    scan: dict[str, Any] = field(default_factory=dict)
 
     @property
     def root(self) -> Path:
@@ -152,7 +155,7 @@ class Plan:
             "environment": [e.to_dict() for e in self.environment], "launcher_exe": self.launcher_exe,
             "programs": self.programs, "actions": [a.to_dict() for a in self.actions],
             "required": self.required, "warnings": self.warnings, "advice": self.advice, "host": self.host,
-            "launcher_dir": self.launcher_dir,
+            "launcher_dir": self.launcher_dir, "scan": self.scan,
         }
 
     @classmethod
@@ -165,7 +168,7 @@ class Plan:
             launcher_exe=data.get("launcher_exe"), programs=data["programs"],
             actions=[Action.from_dict(a) for a in data["actions"]], required=data["required"],
             warnings=data.get("warnings", []), advice=data.get("advice", []), host=data.get("host", ""),
-            launcher_dir=data.get("launcher_dir", FIX_DIR),
+            launcher_dir=data.get("launcher_dir", FIX_DIR), scan=data.get("scan", {}),
         )
 
     def key(self) -> tuple:
@@ -324,7 +327,17 @@ def make_plan(result, *, rules, host, source, store=None, mode: str = "launcher"
         environment=environment, launcher_exe=launcher_exe, programs=programs, actions=actions,
         required=[r for r in required if r], warnings=warnings, advice=_advice(environment, mode),
         host=_host_text(host), launcher_dir=_rel_or_abs(root, launch_dir),
+        scan=scan_record(getattr(result, "options", None)),
     )
+
+
+def scan_record(options) -> dict[str, Any]:
+    """What of a ScanOptions a re-scan of the fixed tree needs, as plain data for the journal."""
+    if options is None:
+        return {}
+    return {"rule_dirs": [str(Path(d).resolve()) for d in options.rule_dirs],
+            "search_paths": [str(Path(d).resolve()) for d in options.search_paths],
+            "follow_links": bool(options.follow_links), "engine": options.engine}
 
 
 def _plan_platform(result, verdicts, source) -> str:
