@@ -246,7 +246,8 @@ def test_place_mode_through_a_linked_folder_writes_nothing_outside(rules, tmp_pa
     out: list[str] = []
     outcome = fix_target(result, host=load_host_report(WIN_HOST), zluda_path=WIN_ZIP, assume_yes=True,
                          echo=out.append, rules=rules, cache=fix_cache, mode="place")
-    assert outcome.status in ("failed", "refused") and "outside the target" in "".join(out), out
+    assert outcome.status == "refused" and outcome.exit_code == 5, out  # nothing written: a refusal
+    assert "outside the target" in "".join(out), out
     assert snapshot(outside) == before  # no NVIDIA DLL replaced, no nvcuda.dll added out there
     assert not (tool / ".cuda4amd").exists()
 

@@ -22,6 +22,7 @@ from cuda4amd.fix.journal import (
     ApplyError,
     FileOps,
     FixDirError,
+    RefusedBeforeChange,
     apply_extra,
     apply_plan,
     journal_path,
@@ -234,6 +235,8 @@ class _Fix:
             return self.refused(str(exc))
         try:
             journal = apply_plan(plan, store, ops=self.ops)
+        except RefusedBeforeChange as exc:  # nothing was written: a refusal (exit 5), not a failure
+            return self.refused(str(exc))
         except ApplyError as exc:
             return self.roll_back(plan, exc)
         except KeyboardInterrupt:

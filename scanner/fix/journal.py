@@ -52,7 +52,7 @@ from cuda4amd.fix.state import StateError, journal_mac, mac_matches, state_dir
 
 __all__ = ["JOURNAL_SCHEMA", "FileOps", "Journal", "ApplyError", "UndoError", "UndoOutcome", "apply_plan",
            "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError",
-           "OutsideError", "allowed_roots"]
+           "OutsideError", "allowed_roots", "RefusedBeforeChange"]
 
 JOURNAL_SCHEMA = "cuda4amd.fix-journal/1"
 TMP_SUFFIX = ".cuda4amd-tmp"
@@ -70,6 +70,11 @@ class ApplyError(Exception):
         super().__init__(message)
         self.path = path
         self.cause = cause
+
+
+class RefusedBeforeChange(ApplyError):
+    """The plan was refused before its first change (a destination outside the allowed folders,
+    through a link): nothing was written, so there is nothing to roll back."""
 
 
 class UndoError(Exception):
@@ -514,7 +519,7 @@ def apply_plan(plan: Plan | None, store, *, ops: FileOps | None = None, journal:
         fresh = new_journal(plan, store.root if store is not None else None, created_root)
         problem = _journal_problem(fresh.data) or _redirected(fresh)
         if problem:
-            raise ApplyError(f"refused before any change: {problem}")
+            raise RefusedBeforeChange(f"refused before any change: {problem}")
         ops.confine(allowed_roots(fresh.data))
         try:
             if not fix_dir.exists():
