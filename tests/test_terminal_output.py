@@ -55,7 +55,10 @@ def commands(tmp_path) -> list[tuple[tuple, int]]:
         # a real fix, then run --print-env in it, then undo (each its own process, the cache the test's)
         (("scan", fixed, "--host", WIN_HOST, "--fix", "--zluda", WIN_ZIP, "--yes"), 0),
         (("run", "--print-env", fixed / "tool.exe"), 0),
+        (("verify", fixed), 0),
         (("undo", fixed), 0),
+        (("trace", "explain", FIXTURES / "trace" / "zluda_log"), 0),
+        (("matrix", SAVED, SAVED_HOST), 0),
     ]
 
 
