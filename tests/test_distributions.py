@@ -259,6 +259,28 @@ def test_file_target_has_no_distributions(tmp_path):
 # owner_map
 # ---------------------------------------------------------------------------
 
+def test_record_entries_of_every_shape_are_normalised(tmp_path):
+    """RECORD lines that need normalising and plain ones that are joined as
+    they are (distributions' fast path) give the paths normpath would."""
+    venv = tmp_path / "venv"
+    (venv / "bin").mkdir(parents=True)
+    (venv / "pyvenv.cfg").write_text("home = /usr/bin\n")
+    site = venv / "lib" / "python3.12" / "site-packages"
+    entries = [
+        "pkg/plain.py", "pkg\\win.dll", "  pkg/spaced.py  ", "./pkg/dot.py", "pkg//double.py", "pkg/./here.py",
+        "pkg/sub/../up.py", "pkg/trailing/", ".hidden/x.py", "pkg/.libs/y.so", "pkg/name..with.dots",
+        "../../../bin/tool", "../../../../outside", "/abs/path", "C:\\abs\\x.dll", "",
+    ]
+    install(site, "shapes", "1.0", {}, record="".join(f'"{e}",,\n' for e in entries))
+    dist = by_name(find_distributions(resolve_target(str(venv))))["shapes"]
+    base = "lib/python3.12/site-packages"
+    assert dist.files == frozenset({
+        f"{base}/pkg/plain.py", f"{base}/pkg/win.dll", f"{base}/pkg/spaced.py", f"{base}/pkg/dot.py",
+        f"{base}/pkg/double.py", f"{base}/pkg/here.py", f"{base}/pkg/up.py", f"{base}/pkg/trailing",
+        f"{base}/.hidden/x.py", f"{base}/pkg/.libs/y.so", f"{base}/pkg/name..with.dots", "bin/tool",
+    })
+
+
 def test_owner_map_conflicts_resolve_to_the_first_name():
     a = Distribution("nvidia-cublas-cu12", "12", "a.dist-info", frozenset({"nvidia/__init__.py", "nvidia/cublas/x"}))
     b = Distribution("nvidia-cudnn-cu12", "9", "b.dist-info", frozenset({"nvidia/__init__.py", "nvidia/cudnn/y"}))

@@ -160,6 +160,8 @@ def printable(name: str) -> str:
     Control characters stay as they are here (JSON and TOML keep the exact
     name); the console and Markdown reports show them escaped
     (cuda4amd.report.escape)."""
+    if name.isascii():  # nearly every name: ASCII round-trips unchanged, and this runs once per file walked
+        return name
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 

@@ -12,6 +12,7 @@ unreadable folders are skipped.
 from __future__ import annotations
 
 import csv
+import functools
 import io
 import os
 import posixpath
@@ -176,7 +177,7 @@ def _from_site_dir(site: Path, prefix: str) -> Iterator[Distribution]:
             meta = _read_bytes(Path(e.path) / "METADATA", _MAX_METADATA_BYTES)
             record = _read_bytes(Path(e.path) / "RECORD", _MAX_RECORD_BYTES)
             paths = _record_paths(record) if record is not None else []
-            yield _make(e.name, rel_meta, meta, (_resolve(prefix, p) for p in paths))
+            yield _make(e.name, rel_meta, meta, _resolve_all(prefix, paths))
         else:  # .egg-info: a folder (PKG-INFO, installed-files.txt) or a lone PKG-INFO file
             if is_dir:
                 meta = _read_bytes(Path(e.path) / "PKG-INFO", _MAX_METADATA_BYTES)
@@ -232,11 +233,11 @@ def _from_archive(path: Path) -> list[Distribution]:
             if base.lower().endswith(".dist-info"):
                 meta = read(rel_meta + "/METADATA", _MAX_METADATA_BYTES)
                 record = read(rel_meta + "/RECORD", _MAX_RECORD_BYTES)
-                listed = (_resolve(parent, p) for p in (_record_paths(record) if record is not None else []))
+                listed = _resolve_all(parent, _record_paths(record) if record is not None else [])
             else:
                 meta = read(rel_meta + "/PKG-INFO", _MAX_METADATA_BYTES)
                 listing = read(rel_meta + "/installed-files.txt", _MAX_RECORD_BYTES)
-                listed = (_resolve(rel_meta, p) for p in (_lines(listing) if listing is not None else []))
+                listed = [_resolve(rel_meta, p) for p in (_lines(listing) if listing is not None else [])]
             result.append(_make(base, rel_meta, meta, listed))
         return result
 
@@ -326,6 +327,32 @@ def _join(prefix: str, rel: str) -> str:
     return f"{prefix}/{rel}" if prefix else rel
 
 
+def _resolve_all(base: str, entries: Iterable[str]) -> list[str | None]:
+    """_resolve of each entry, with the common case inline: a RECORD lists every
+    file of a distribution (tens of thousands in a venv) and nearly all are plain
+    relative paths, for which the result is just base/entry; a function call and
+    a normpath per entry were most of find_distributions' time."""
+    if not _is_normal(base) or base == ".." or base.startswith("../"):
+        return [_resolve(base, entry) for entry in entries]
+    head = base + "/" if base else ""
+    result: list[str | None] = []
+    for entry in entries:
+        plain = entry.strip().replace("\\", "/")
+        if (plain and plain[0] != "/" and plain[1:2] != ":" and plain[-1] != "/" and "//" not in plain
+                and "/." not in "/" + plain):
+            result.append(head + plain)  # no empty, "." or ".." segment: already normal, inside the target
+        else:
+            result.append(_resolve(base, entry))
+    return result
+
+
+@functools.lru_cache(maxsize=256)
+def _is_normal(base: str) -> bool:
+    """Whether a RECORD's base folder is already as posixpath.normpath writes it
+    (a handful of bases per scan, so remembered)."""
+    return base == "" or (base != "." and not base.endswith("/") and posixpath.normpath(base) == base)
+
+
 def _resolve(base: str, entry: str) -> str | None:
     """A RECORD/installed-files entry, relative to `base` (target-relative,
     '/'), as a target-relative normalised path; None when it leaves the target
@@ -336,7 +363,12 @@ def _resolve(base: str, entry: str) -> str | None:
     entry = entry.replace("\\", "/")
     if entry.startswith("/") or entry[1:2] == ":":
         return None  # absolute (old installers, C:/..., //server): cannot be tied to the target reliably
-    joined = posixpath.normpath(_join(base, entry))
+    joined = _join(base, entry)
+    # normpath is the cost of reading a RECORD (one call per listed file, tens of
+    # thousands in a venv); a path whose segments are all plain names (none empty,
+    # none starting with ".") below a normalised base is already normal.
+    if "//" in entry or entry.endswith("/") or "/." in "/" + entry or not _is_normal(base):
+        joined = posixpath.normpath(joined)
     if joined in (".", "") or joined == ".." or joined.startswith("../"):
         return None
     return joined

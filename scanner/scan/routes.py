@@ -55,17 +55,26 @@ def unseen_loaders(
                 routed.add(path)
                 changed = True
     unseen: dict[str, str] = {}
+    # Symbol -> whether a family claims it, shared by the binaries: most undefined
+    # symbols (libc, libstdc++, Python's C API) recur in every binary of a tree, and
+    # one regex match per symbol per binary was the bulk of this step.
+    claims: dict[str, bool] = {}
     for binary in binaries:
         identity = identities.get(binary.path)
         if binary.path in routed or (identity is not None and identity.family is not None):
             continue
         if binary.kernels is not None and binary.kernels.state != "none":
             unseen[binary.path] = NO_LOADER
-        elif _calls_cuda(binary, rules):
+        elif _calls_cuda(binary, rules, claims):
             unseen[binary.path] = NO_LOADER_API
     return unseen
 
 
-def _calls_cuda(binary: ScannedBinary, rules: RuleSet) -> bool:
-    return any(rules.family_for_symbol(symbol) is not None
-               for symbol in binary.info.undefined_symbols[:MAX_SYMBOLS])
+def _calls_cuda(binary: ScannedBinary, rules: RuleSet, claims: dict[str, bool]) -> bool:
+    for symbol in binary.info.undefined_symbols[:MAX_SYMBOLS]:
+        claimed = claims.get(symbol)
+        if claimed is None:
+            claimed = claims[symbol] = rules.family_for_symbol(symbol) is not None
+        if claimed:
+            return True
+    return False
