@@ -148,36 +148,37 @@ def driver_function_states(names, rules: RuleSet, release: ZludaRelease) -> dict
     tables declare the whole driver API of their CUDA headers); one that an
     other release declares is `missing` from this one.
     """
-    table = release.functions.get("driver", {})
+    table = _newest_variants(release.functions.get("driver", {}))
     known: dict[str, str] | None = None  # parsed only when a name is not in this release's table
     grouped: dict[str, list[str]] = {state: [] for state in SYMBOL_STATES}
     for name in names:
-        state = _newest_variant_state(name, table)
+        state = table.get(name)
         if state is None:
             if known is None:
-                known = _declared_driver_functions(rules)
-            if _newest_variant_state(name, known) is None:
+                known = _newest_variants(_declared_driver_functions(rules))
+            if name not in known:
                 continue  # a message or another API's identifier, not a driver function
             state = "missing"
         grouped[state].append(name)
     return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
 
 
-def _newest_variant_state(name: str, table) -> str | None:
-    """A plain name's newest `_vN` variant, else the name itself. The exact
-    legacy entry does not count when variants exist: a plain name in a string
-    table is a cuGetProcAddress request (cuda.h's macros make anyone who
-    links or dlsym()s spell the versioned name, as cudart does)."""
-    newest, state = -1, None
-    prefix = name + "_v"
+def _newest_variants(table) -> dict[str, str]:
+    """Each name's state as a request: a plain name's newest `_vN` variant, else the name itself.
+    The exact legacy entry does not count when variants exist: a plain name in a string
+    table is a cuGetProcAddress request (cuda.h's macros make anyone who links or dlsym()s
+    spell the versioned name, as cudart does). Built once per table: looking each name's
+    variants up by prefix cost 1.2 million comparisons on a real venv (0.5 s)."""
+    newest: dict[str, tuple[int, str]] = {}
     for candidate, value in table.items():
-        if candidate.startswith(prefix):
-            match = _VERSIONED.match(candidate)
-            if match and match.group(1) == name and int(match.group(2)) > newest:
-                newest, state = int(match.group(2)), value
-    if state is None:
-        return table.get(name)
-    return state
+        match = _VERSIONED.match(candidate)
+        if match:
+            base, number = match.group(1), int(match.group(2))
+            if number > newest.get(base, (-1, ""))[0]:
+                newest[base] = (number, value)
+    states = dict(table)
+    states.update({base: value for base, (_, value) in newest.items()})
+    return states
 
 
 def _declared_driver_functions(rules: RuleSet) -> dict[str, str]:

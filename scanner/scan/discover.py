@@ -27,6 +27,8 @@ from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, snif
 
 # What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
 OWN_FOLDER = ".cuda4amd"
+#: archives a folder target holds, scanned too (their members under the archive's path)
+ARCHIVE_SUFFIXES = (".whl", ".zip")
 
 #: What reading a damaged zip member raises: a bad CRC (BadZipFile), a corrupt
 #: deflate/bzip2/LZMA stream (zlib.error, OSError, LZMAError), a cut-off one
@@ -88,6 +90,8 @@ class Discovery:
     skipped: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # (st_dev, st_ino) of each binary on disk -> its relative path (links and hard links become aliases)
     inodes: dict[tuple[int, int], str] = field(default_factory=dict)
+    # disk paths of the files named like wheels and zip archives (folder targets), sorted
+    archives: list[str] = field(default_factory=list)
 
 
 _WINDOWS_DRIVE = re.compile(r"^([A-Za-z]):[\\/](.*)$")
@@ -180,6 +184,7 @@ def discover(target: Target, on_file: Callable[[], None] | None = None, *, follo
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
             _walk_folder(root, prefix.replace(os.sep, "/"), result, on_file, inside)
     result.binaries.sort(key=lambda b: b.path)
+    result.archives.sort()
     return result
 
 
@@ -233,6 +238,8 @@ def _walk_folder(root: Path, prefix: str, result: Discovery, on_file, inside: st
             result.files_seen += 1
             if on_file:
                 on_file()
+            if entry.name.lower().endswith(ARCHIVE_SUFFIXES):
+                result.archives.append(entry.path)
             if _is_data_name(entry.name) and not st.st_mode & _EXECUTABLE:
                 result.skipped.setdefault(entry.name.casefold(), []).append((entry.path, child_rel))
                 if not entry.is_symlink():
