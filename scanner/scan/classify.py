@@ -5,7 +5,7 @@ import posixpath
 import re
 from dataclasses import dataclass, field, replace
 
-from cuda4amd.model import SYMBOL_STATES, ScannedBinary
+from cuda4amd.model import SYMBOL_STATES, ScannedBinary, loader_key
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.graph import Edge, platform_of
 
@@ -117,7 +117,7 @@ def classify_edges(
         if edge.how == "system":
             result.append(Dependency(edge, NOT_CUDA))
             continue
-        key = (edge.name.casefold() if edge.platform == "windows" else edge.name, edge.platform)
+        key = (loader_key(edge.name, edge.platform), edge.platform)
         identity = cache.get(key)
         if identity is None:
             identity = cache[key] = identify(edge.name, edge.platform, rules, release)

@@ -16,7 +16,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
 
-from cuda4amd.model import LoadKind, ScannedBinary
+from cuda4amd.model import LoadKind, ScannedBinary, loader_key
 from cuda4amd.model import platform_of as platform_of_format
 
 if TYPE_CHECKING:
@@ -155,7 +155,7 @@ def dependency_graph(binaries: Sequence[ScannedBinary], edges: Sequence[Edge]) -
             continue  # system libraries are known and kept out of the findings
         shown = edge.template or edge.name
         known = edge.in_tree or edge.resolved in read  # in the tree, or read through --search-path
-        node = edge.resolved if known else f"lib:{shown.casefold() if edge.platform == 'windows' else shown}"
+        node = edge.resolved if known else f"lib:{loader_key(shown, edge.platform)}"
         if not known:
             graph.add_node(node, kind="library", name=shown, resolved=edge.resolved)
         graph.add_edge(edge.source, node, load=edge.load, name=shown, how=edge.how)

@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
-from cuda4amd.model import FileError, ScannedBinary, platform_of
+from cuda4amd.model import FileError, ScannedBinary, loader_key, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
@@ -452,7 +452,7 @@ def _locate_loads(packages: Sequence[PackageVerdict], binaries: Sequence[Scanned
     for binary in binaries:
         platform = platform_of(binary.info.format)
         base = posixpath.basename(binary.path)
-        named.setdefault((platform, base.casefold() if platform == "windows" else base), []).append(binary)
+        named.setdefault((platform, loader_key(base, platform)), []).append(binary)
     for package in packages:
         framework = framework_for(package.name, frameworks)
         for load in package.loads:
@@ -460,7 +460,7 @@ def _locate_loads(packages: Sequence[PackageVerdict], binaries: Sequence[Scanned
             if framework is None:
                 continue
             platform = "windows" if load["name"].casefold().endswith(".dll") else "linux"
-            key = (platform, load["name"].casefold() if platform == "windows" else load["name"])
+            key = (platform, loader_key(load["name"], platform))
             for binary in sorted(named.get(key, []), key=lambda b: b.path):
                 if binary.distribution == package.name or _added_folder(
                         framework, platform, posixpath.dirname(binary.path), roots.get(package.name, "")):
