@@ -28,7 +28,7 @@ class _LazyChoice(click.Choice):
 
     @choices.setter
     def choices(self, value) -> None:
-        pass
+        """click.Choice.__init__ assigns its list here; the names come from the package folder instead."""
 
 
 @click.command("schema")

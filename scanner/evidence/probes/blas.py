@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import ctypes
 
-from cuda4amd.evidence.probes.common import Driver, Failed, close_enough, function, library_status, load, main_for
+from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
 
 #: cublasStatus_t (cublas_api.h); ZLUDA's unimplemented functions return NOT_SUPPORTED (zluda_blas/src/impl.rs)
 STATUS = {1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
@@ -30,23 +30,16 @@ def product(a: list[float], b: list[float], m: int, k: int, n: int) -> list[floa
 
 
 def body(probe, args) -> str:
-    drv = Driver(probe, args.driver)
-    lib, name = load(args.library, "cuBLAS")
-    probe.facts["library"] = name
-    drv.open()
+    drv, lib, call = open_library(probe, args, "cuBLAS", NOT_SUPPORTED, STATUS)
     try:
         handle = ctypes.c_void_p()
-        probe.step("cublasCreate_v2")
-        library_status("cublasCreate_v2", function(lib, "cublasCreate_v2")(ctypes.byref(handle)), NOT_SUPPORTED,
-                       STATUS)
+        call("cublasCreate_v2", ctypes.byref(handle))
         probe.loaded = True
         a, b = matrix(M, K, 1.0), matrix(K, N, 2.0)
         da, db, dc = drv.upload(a), drv.upload(b), drv.upload([0.0] * (M * N))
         alpha, beta = ctypes.c_float(1.0), ctypes.c_float(0.0)
-        probe.step("cublasSgemm_v2")
-        code = function(lib, "cublasSgemm_v2")(handle, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, ctypes.byref(alpha),
-                                              da, M, db, K, ctypes.byref(beta), dc, M)
-        library_status("cublasSgemm_v2", code, NOT_SUPPORTED, STATUS)
+        call("cublasSgemm_v2", handle, CUBLAS_OP_N, CUBLAS_OP_N, M, N, K, ctypes.byref(alpha),
+             da, M, db, K, ctypes.byref(beta), dc, M)
         got = drv.download(dc, M * N)
         function(lib, "cublasDestroy_v2")(handle)
         for ptr in (da, db, dc):
