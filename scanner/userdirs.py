@@ -1,15 +1,21 @@
-"""The per-user cache folder: the ZLUDA downloads (fix/release.py) and the facts cache (scan/read/cache.py).
+"""The per-user folders, outside every target.
 
-``$CUDA4AMD_CACHE``, else platformdirs' user cache folder for cuda4amd:
-``%LOCALAPPDATA%\\cuda4amd`` on Windows, ``$XDG_CACHE_HOME/cuda4amd`` or
-``~/.cache/cuda4amd`` on Linux, ``~/Library/Caches/cuda4amd`` on macOS.
+The cache folder holds the ZLUDA downloads (fix/release.py) and the facts
+cache (scan/read/cache.py): ``$CUDA4AMD_CACHE``, else platformdirs' user cache
+folder for cuda4amd: ``%LOCALAPPDATA%\\cuda4amd`` on Windows,
+``$XDG_CACHE_HOME/cuda4amd`` or ``~/.cache/cuda4amd`` on Linux,
+``~/Library/Caches/cuda4amd`` on macOS.
+
+The state folder holds the journal key and the target locks (fix/state.py,
+fix/lock.py).
 """
 from __future__ import annotations
 
 import os
+import sys
 from pathlib import Path
 
-__all__ = ["CACHE_VARIABLE", "cache_dir"]
+__all__ = ["CACHE_VARIABLE", "cache_dir", "state_dir"]
 
 CACHE_VARIABLE = "CUDA4AMD_CACHE"
 
@@ -24,3 +30,18 @@ def cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("cuda4amd", appauthor=False, opinion=False))
+
+
+def state_dir() -> Path:
+    """The per-user state folder (XDG Base Directory spec: $XDG_STATE_HOME,
+    default ~/.local/state; Windows: %LOCALAPPDATA%). Written out rather than
+    taken from platformdirs, whose Windows answer comes from the known-folder
+    API instead of %LOCALAPPDATA%: the journal key must stay where the journals
+    of existing fixes were signed, or they can no longer be undone."""
+    if sys.platform == "win32":
+        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
+    else:
+        base = os.environ.get("XDG_STATE_HOME") or ""
+        if not os.path.isabs(base):  # the spec: a relative value is invalid and ignored
+            base = str(Path.home() / ".local" / "state")
+    return Path(base) / "cuda4amd"

@@ -21,7 +21,8 @@ from cuda4amd.fix.journal import (
     undo_target,
 )
 from cuda4amd.fix.lock import LockError, lock_path, target_lock
-from cuda4amd.fix.state import journal_mac, state_dir
+from cuda4amd.fix.state import journal_mac
+from cuda4amd.userdirs import state_dir
 
 
 def invoke(*args):

@@ -48,7 +48,8 @@ from typing import Any, Callable
 
 from cuda4amd.fix.plan import BACKUP_DIR, FIX_DIR, JOURNAL_NAME, REPORT_PATH, Plan
 from cuda4amd.fix.release import sha256_file
-from cuda4amd.fix.state import StateError, journal_mac, mac_matches, state_dir
+from cuda4amd.fix.state import StateError, journal_mac, mac_matches
+from cuda4amd.userdirs import state_dir
 
 __all__ = ["JOURNAL_SCHEMA", "FileOps", "Journal", "ApplyError", "UndoError", "UndoOutcome", "apply_plan",
            "apply_extra", "undo_target", "load_journal", "journal_path", "file_state", "FixDirError",

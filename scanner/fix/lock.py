@@ -23,7 +23,7 @@ import time
 from pathlib import Path
 from typing import Any, Iterator
 
-from cuda4amd.fix.state import state_dir
+from cuda4amd.userdirs import state_dir
 
 __all__ = ["LockError", "target_lock", "lock_path", "holder"]
 

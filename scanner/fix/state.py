@@ -1,6 +1,5 @@
-"""What cuda4amd keeps outside every target: the user state folder.
+"""The journal key in the user state folder (cuda4amd.userdirs.state_dir).
 
-    folder = state_dir()                 # $XDG_STATE_HOME/cuda4amd, ~/.local/state/cuda4amd, %LOCALAPPDATA%\\cuda4amd
     mac = journal_mac(data)              # HMAC-SHA256 of a journal under this user's key
 
 A journal inside a target folder is only trusted when its MAC verifies under
@@ -16,11 +15,12 @@ import hmac
 import json
 import os
 import secrets
-import sys
 from pathlib import Path
 from typing import Any
 
-__all__ = ["state_dir", "journal_mac", "mac_matches", "KEY_NAME", "StateError"]
+from cuda4amd.userdirs import state_dir
+
+__all__ = ["journal_mac", "mac_matches", "KEY_NAME", "StateError"]
 
 KEY_NAME = "journal-key"
 KEY_BYTES = 32
@@ -28,18 +28,6 @@ KEY_BYTES = 32
 
 class StateError(Exception):
     """The user state folder or its key cannot be read or created."""
-
-
-def state_dir() -> Path:
-    """The per-user state folder (XDG Base Directory spec: $XDG_STATE_HOME,
-    default ~/.local/state; Windows: %LOCALAPPDATA%)."""
-    if sys.platform == "win32":
-        base = os.environ.get("LOCALAPPDATA") or str(Path.home() / "AppData" / "Local")
-    else:
-        base = os.environ.get("XDG_STATE_HOME") or ""
-        if not os.path.isabs(base):  # the spec: a relative value is invalid and ignored
-            base = str(Path.home() / ".local" / "state")
-    return Path(base) / "cuda4amd"
 
 
 def _key() -> bytes:
