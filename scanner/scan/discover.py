@@ -29,6 +29,7 @@ from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, snif
 OWN_FOLDER = ".cuda4amd"
 #: archives a folder target holds, scanned too (their members under the archive's path)
 ARCHIVE_SUFFIXES = (".whl", ".zip")
+_ARCHIVE_EXTENSIONS = frozenset(suffix[1:] for suffix in ARCHIVE_SUFFIXES)
 
 #: What reading a damaged zip member raises: a bad CRC (BadZipFile), a corrupt
 #: deflate/bzip2/LZMA stream (zlib.error, OSError, LZMAError), a cut-off one
@@ -169,10 +170,14 @@ def printable(name: str) -> str:
     return name.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
 
 
-def discover(target: Target, on_file: Callable[[], None] | None = None, *, follow_links: bool = False) -> Discovery:
+def discover(target: Target, on_file: Callable[[], None] | None = None, *, follow_links: bool = False,
+             jobs: int | None = 1) -> Discovery:
     """The binaries of `target`. A link to a folder outside the target is
     reported and not walked unless `follow_links` (a link to / would make a
-    scan of one DLL walk the whole machine)."""
+    scan of one DLL walk the whole machine). ``jobs``: processes that walk a
+    big folder's subfolders (None: one per usable core; 1: this process
+    only); the result is the same either way. ``on_file`` is called for
+    each file walked, before it is sniffed (one-process walks only)."""
     result = Discovery(target)
     if target.kind == "archive":
         _walk_archive(target.path, result, on_file)
@@ -180,9 +185,11 @@ def discover(target: Target, on_file: Callable[[], None] | None = None, *, follo
         _consider_file(target.path, printable(target.path.name), result)
     else:
         inside = None if follow_links else os.path.realpath(target.path)
+        workers = 1 if on_file is not None else _walk_workers(jobs)
         for root in target.roots:
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
-            _walk_folder(root, prefix.replace(os.sep, "/"), result, on_file, inside)
+            parts = _walk_tree(os.fspath(root), prefix.replace(os.sep, "/"), inside, on_file, workers)
+            _replay(parts, result)
     result.binaries.sort(key=lambda b: b.path)
     result.archives.sort()
     return result
@@ -195,72 +202,261 @@ def within(path: str, folder: str) -> bool:
     return real == folder or real.startswith(folder.rstrip(os.sep) + os.sep)
 
 
-def _walk_folder(root: Path, prefix: str, result: Discovery, on_file, inside: str | None = None) -> None:
-    visited_dirs: set[tuple[int, int]] = set()
-    seen_files: dict[tuple[int, int], str] = {}
-    links: list[tuple[str, str, os.stat_result]] = []
-    # data-named files not sniffed, by inode: a link to one is read under the file's own name first
-    data_files: dict[tuple[int, int], tuple[str, str, os.stat_result]] = {}
-    stack: list[tuple[str, str]] = [(os.fspath(root), prefix)]
+# What walking a folder meets, in walk order, as plain tuples (a worker
+# sends them back); the first item says which:
+#   (_ERROR, rel, message)
+#   (_ARCHIVE, path)
+#   (_DATA, casefolded name, path, rel, size, dev, ino, is a link)   not sniffed: a data name
+#   (_LINK, path, rel, size, dev, ino)                               a link to a file: considered last
+#   (_FILE, path, rel, size, dev, ino, kind or None, error or None)  sniffed
+_ERROR, _ARCHIVE, _DATA, _LINK, _FILE = range(5)
+
+#: One walked subtree: (the (dev, ino) of every folder entered, its events,
+#: files seen, and -- when its subfolders were left for later -- those
+#: subfolders as (path, rel) in listing order).
+_Part = tuple[list[tuple[int, int]], list[tuple], int, list[tuple[str, str]]]
+#: A folder to walk in a split walk: (path, rel, index of the part that listed it, the folders above it).
+_Folder = tuple[str, str, int, frozenset[tuple[int, int]]]
+
+#: A parallel walk lists this many levels of folders here, then hands each
+#: folder below them, with all it holds, to a worker ...
+SPLIT_LEVELS = 2
+#: ... if those levels held at least this many entries: in a smaller tree
+#: starting workers costs more than the walk.
+PARALLEL_WALK_ENTRIES = 200
+#: With jobs=None, fewer usable cores than this walk in one process: on 2
+#: cores two walkers were measured slower than one (docs/performance.md).
+AUTO_WALK_CORES = 4
+#: Folders per task handed to a worker (each task costs a round trip).
+FOLDERS_PER_TASK = 8
+
+
+def _walk_workers(jobs: int | None) -> int:
+    """Processes for a walk. Only where workers fork: a fresh interpreter per
+    worker costs more than it saves, and on Windows the listing already
+    carries what a file's stat says (os.scandir), so the walk is cheap there."""
+    from cuda4amd.scan.workers import forks, usable_cores
+
+    if jobs == 1 or not forks():
+        return 1
+    if jobs is None:
+        cores = usable_cores()
+        return cores if cores >= AUTO_WALK_CORES else 1
+    return max(1, jobs)
+
+
+def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend: bool = True,
+               ancestors: frozenset[tuple[int, int]] = frozenset()) -> _Part:
+    """Walk ``folder`` (with everything below it, unless not ``descend``) as a one-process walk does.
+    ``ancestors``: the folders above it, entered already (a link back to one is not followed).
+
+    This loop runs once per file of the tree (70,000 in a big venv), so it
+    keeps to what os.DirEntry already knows: no call per file but its stat
+    (its execute bit and inode decide what it is) and, for the few files not
+    named like data, the sniff.
+    """
+    visited: list[tuple[int, int]] = []
+    entered: set[tuple[int, int]] = set(ancestors)
+    events: list[tuple] = []
+    emit = events.append
+    later: list[tuple[str, str]] = []
+    sniffed: dict[tuple[int, int], tuple[str | None, str | None]] = {}  # hard links: one sniff
+    data_extensions = DATA_EXTENSIONS
+    executable = _EXECUTABLE
+    files_seen = 0
+    stack: list[tuple[str, str]] = [(folder, rel)]
     while stack:
         folder, rel = stack.pop()
         try:
             st = os.stat(folder)
             key = (st.st_dev, st.st_ino)
-            if key in visited_dirs:
+            if key in entered:
                 continue  # a symlink loop or a second way into a folder already walked
-            visited_dirs.add(key)
+            entered.add(key)
+            visited.append(key)
             with os.scandir(folder) as entries:
-                listing = sorted(entries, key=lambda e: e.name)
+                listing = sorted(entries, key=_entry_name)
         except OSError as exc:
-            result.errors.append(FileError(rel or ".", "discover", _os_message(exc)))
+            emit((_ERROR, rel or ".", _os_message(exc)))
             continue
+        base = rel + "/" if rel else ""
         for entry in listing:
-            child_rel = f"{rel}/{printable(entry.name)}" if rel else printable(entry.name)
+            name = entry.name
+            child_rel = base + (name if name.isascii() else printable(name))
             try:
-                if entry.is_dir(follow_symlinks=True):
-                    if entry.name == OWN_FOLDER:
+                if entry.is_dir():  # follows a link, as a walk into a linked folder should
+                    if name == OWN_FOLDER:
                         continue
                     if inside is not None and entry.is_symlink() and not within(entry.path, inside):
-                        result.errors.append(FileError(
-                            child_rel, "discover",
-                            f"a link to a folder outside the target ({printable(os.path.realpath(entry.path))}): "
-                            f"not followed (scan --follow-links follows it)"))
+                        emit((_ERROR, child_rel,
+                              f"a link to a folder outside the target ({printable(os.path.realpath(entry.path))}): "
+                              f"not followed (scan --follow-links follows it)"))
                         continue
-                    stack.append((entry.path, child_rel))
+                    (stack if descend else later).append((entry.path, child_rel))
                     continue
-                if not entry.is_file(follow_symlinks=True):
+                if not entry.is_file():
                     continue  # sockets, fifos, dangling links
-                st = entry.stat(follow_symlinks=True)
+                st = entry.stat()
             except OSError as exc:
-                result.errors.append(FileError(child_rel, "discover", _os_message(exc)))
+                emit((_ERROR, child_rel, _os_message(exc)))
                 continue
-            result.files_seen += 1
+            files_seen += 1
             if on_file:
                 on_file()
-            if entry.name.lower().endswith(ARCHIVE_SUFFIXES):
-                result.archives.append(entry.path)
-            if _is_data_name(entry.name) and not st.st_mode & _EXECUTABLE:
-                result.skipped.setdefault(entry.name.casefold(), []).append((entry.path, child_rel))
-                if not entry.is_symlink():
-                    data_files.setdefault((st.st_dev, st.st_ino), (entry.path, child_rel, st))
+            dot = name.rfind(".")
+            extension = name[dot + 1:].lower() if dot >= 0 else ""
+            if extension in _ARCHIVE_EXTENSIONS:
+                emit((_ARCHIVE, entry.path))
+            if extension in data_extensions and not st.st_mode & executable:
+                emit((_DATA, name.casefold(), entry.path, child_rel, st.st_size, st.st_dev, st.st_ino,
+                      entry.is_symlink()))
             elif entry.is_symlink():
-                links.append((entry.path, child_rel, st))
+                emit((_LINK, entry.path, child_rel, st.st_size, st.st_dev, st.st_ino))
             else:
-                _consider_once(entry.path, child_rel, st, seen_files, result)
-    # Symlinked files last, so that a library and its soname link are read once,
-    # under the real file's name, and the link becomes an alias of it.
-    for path, rel, st in links:
-        real = data_files.pop((st.st_dev, st.st_ino), None)
-        if real is not None:
-            _consider_once(*real, seen_files, result)
-        _consider_once(path, rel, st, seen_files, result)
-    for key, rel in seen_files.items():  # for named_skipped
+                key = (st.st_dev, st.st_ino)
+                outcome = sniffed.get(key)
+                if outcome is None:
+                    outcome = sniffed[key] = _sniff_path(entry.path)
+                emit((_FILE, entry.path, child_rel, st.st_size, st.st_dev, st.st_ino, *outcome))
+    return visited, events, files_seen, later
+
+
+def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int) -> list[_Part]:
+    """The walk of ``root`` as parts, in the order a one-process walk meets them.
+
+    With workers, the first SPLIT_LEVELS levels are listed here and each
+    folder below them is walked whole by a worker. A one-process walk meets
+    a folder's own entries first, then its subfolders last-listed first (it
+    pops them off a stack), each with everything below it: the parts are put
+    in that order. Each part skips a folder it already entered, as the
+    one-process walk does; if two parts entered the same folder (a link to a
+    folder elsewhere in the tree), which one walks it depends on the order,
+    so the tree is walked again in one process.
+    """
+    if workers <= 1:
+        return [_walk_part(root, prefix, inside, on_file)]
+    # per level: (part, index of the part of the level above that listed its folder)
+    levels: list[list[tuple[_Part, int]]] = []
+    frontier: list[_Folder] = [(root, prefix, -1, frozenset())]
+    entries = 0
+    for _ in range(SPLIT_LEVELS):
+        level: list[tuple[_Part, int]] = []
+        below: list[_Folder] = []
+        for folder, rel, parent, ancestors in frontier:
+            part = _walk_part(folder, rel, inside, descend=False, ancestors=ancestors)
+            entries += len(part[1]) + len(part[3])
+            chain = ancestors | frozenset(part[0])
+            below += [(path, sub, len(level), chain) for path, sub in part[3]]
+            level.append((part, parent))
+        levels.append(level)
+        frontier = below
+    if not frontier:
+        return _in_walk_order(levels, [])
+    if entries < PARALLEL_WALK_ENTRIES:
+        return [_walk_part(root, prefix, inside)]
+    tasks = [frontier[i:i + FOLDERS_PER_TASK] for i in range(0, len(frontier), FOLDERS_PER_TASK)]
+    from concurrent.futures import ProcessPoolExecutor
+
+    from cuda4amd.scan.workers import process_context
+
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=process_context()) as pool:
+        walked = [part for parts in pool.map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
+    parts = _in_walk_order(levels, [(part, folder[2]) for part, folder in zip(walked, frontier)])
+    # A folder above a part was entered before it in a one-process walk too
+    # (the part skips it, as that walk does); any other folder entered by two
+    # parts is entered by whichever that walk meets first: walk it that way.
+    folders = [key for part in parts for key in part[0]]
+    if len(set(folders)) != len(folders):
+        return [_walk_part(root, prefix, inside)]
+    return parts
+
+
+def _walk_parts(folders: list[_Folder], inside: str | None) -> list[_Part]:
+    """A worker's task: whole subtrees."""
+    return [_walk_part(folder, rel, inside, ancestors=ancestors) for folder, rel, _, ancestors in folders]
+
+
+def _in_walk_order(levels: list[list[tuple[_Part, int]]], last: list[tuple[_Part, int]]) -> list[_Part]:
+    """Parts of a split walk in one-process walk order: a folder's part, then
+    its subfolders' last-listed first, each followed by what is below it."""
+    rows = [*levels, last]
+    children: list[dict[int, list[int]]] = []
+    for below in rows[1:]:
+        by_parent: dict[int, list[int]] = {}
+        for index, (_, parent) in enumerate(below):
+            by_parent.setdefault(parent, []).append(index)
+        children.append(by_parent)
+    ordered: list[_Part] = []
+    stack = [(0, i) for i in reversed(range(len(rows[0])))]
+    while stack:
+        depth, index = stack.pop()
+        ordered.append(rows[depth][index][0])
+        if depth + 1 < len(rows):
+            # pushed first-listed first, so the last-listed comes off the stack first
+            stack += [(depth + 1, child) for child in children[depth].get(index, [])]
+    return ordered
+
+
+def _replay(parts: list[_Part], result: Discovery) -> None:
+    """Put one root's walk into ``result``: hard links and links to a binary
+    become aliases of the name met first, symlinked files are considered
+    last (a library and its soname link are read once, under the real file's
+    name, and the link becomes an alias of it)."""
+    seen: dict[tuple[int, int], str] = {}
+    links: list[tuple[str, str, int, tuple[int, int]]] = []
+    # data-named files not sniffed, in walk order: a link to one is read under the file's own name first
+    data_files: list[tuple[str, str, int, tuple[int, int]]] = []
+    skipped, errors, aliases, binaries = result.skipped, result.errors, result.aliases, result.binaries
+    for _, events, files_seen, _ in parts:
+        result.files_seen += files_seen
+        for event in events:
+            code = event[0]
+            if code == _DATA:
+                _, casefolded, path, rel, size, dev, ino, is_link = event
+                where = skipped.get(casefolded)
+                if where is None:
+                    skipped[casefolded] = [(path, rel)]
+                else:
+                    where.append((path, rel))
+                if not is_link:
+                    data_files.append((path, rel, size, (dev, ino)))
+            elif code == _FILE:
+                _, path, rel, size, dev, ino, kind, error = event
+                key = (dev, ino)
+                if key in seen:
+                    aliases[rel] = seen[key]
+                elif error is not None:
+                    errors.append(FileError(rel, "discover", error))
+                elif kind is not None:
+                    binaries.append(FoundBinary(rel, kind, size, disk_path=path))
+                    seen[key] = rel
+            elif code == _LINK:
+                _, path, rel, size, dev, ino = event
+                links.append((path, rel, size, (dev, ino)))
+            elif code == _ERROR:
+                errors.append(FileError(event[1], "discover", event[2]))
+            else:
+                result.archives.append(event[1])
+    if links:
+        by_inode: dict[tuple[int, int], tuple[str, str, int, tuple[int, int]]] = {}
+        for data in data_files:
+            by_inode.setdefault(data[3], data)
+        for link in links:
+            real = by_inode.pop(link[3], None)
+            if real is not None:
+                _consider_once(*real, seen, result)
+            _consider_once(*link, seen, result)
+    for key, rel in seen.items():  # for named_skipped
         result.inodes.setdefault(key, rel)
 
 
+def _entry_name(entry: os.DirEntry) -> str:
+    return entry.name
+
+
 def _is_data_name(name: str) -> bool:
-    return name.rpartition(".")[2].lower() in DATA_EXTENSIONS and "." in name
+    dot = name.rfind(".")
+    return dot >= 0 and name[dot + 1:].lower() in DATA_EXTENSIONS
 
 
 def named_skipped(result: Discovery, names: set[str]) -> list[FoundBinary]:
@@ -288,7 +484,7 @@ def named_skipped(result: Discovery, names: set[str]) -> list[FoundBinary]:
                     result.errors.append(FileError(rel, "discover", _os_message(exc)))
                     continue
                 before = len(result.binaries)
-                _consider_once(where, rel, st, result.inodes, result)
+                _consider_once(where, rel, st.st_size, (st.st_dev, st.st_ino), result.inodes, result)
                 new += result.binaries[before:]
     finally:
         if archive is not None:
@@ -297,15 +493,32 @@ def named_skipped(result: Discovery, names: set[str]) -> list[FoundBinary]:
     return sorted(new, key=lambda b: b.path)
 
 
-def _consider_once(path: str, rel: str, st: os.stat_result, seen: dict, result: Discovery) -> None:
-    key = (st.st_dev, st.st_ino)
+def _consider_once(path: str, rel: str, size: int, key: tuple[int, int], seen: dict, result: Discovery) -> None:
     if key in seen:
         result.aliases[rel] = seen[key]
-    elif _consider_file(path, rel, result, st.st_size):
+    elif _consider_file(path, rel, result, size):
         seen[key] = rel
 
 
 def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | None = None) -> bool:
+    kind, error, stat_size = _sniff(path)
+    if error is not None:
+        result.errors.append(FileError(rel, "discover", error))
+        return False
+    if kind is None:
+        return False
+    result.binaries.append(FoundBinary(rel, kind, size if size is not None else stat_size, disk_path=os.fspath(path)))
+    return True
+
+
+def _sniff_path(path: str) -> tuple[str | None, str | None]:
+    """(kind or None, error or None) of the file at ``path``."""
+    kind, error, _ = _sniff(path)
+    return kind, error
+
+
+def _sniff(path: str | Path) -> tuple[str | None, str | None, int]:
+    """(kind or None, error or None, size) of the file at ``path``, from its first bytes."""
     try:
         fd, st = open_regular_fd(path)  # a FIFO swapped in after the listing is refused, not waited on
         try:
@@ -315,17 +528,11 @@ def _consider_file(path: str | Path, rel: str, result: Discovery, size: int | No
             if kind is None and head[:2] == b"MZ":  # e_lfanew beyond the first bytes, or a short file
                 with os.fdopen(os.dup(fd), "rb", buffering=0) as handle:
                     kind = sniff_file(handle)
-            if size is None:
-                size = st.st_size
         finally:
             os.close(fd)
     except OSError as exc:
-        result.errors.append(FileError(rel, "discover", _os_message(exc)))
-        return False
-    if kind is None:
-        return False
-    result.binaries.append(FoundBinary(rel, kind, size, disk_path=os.fspath(path)))
-    return True
+        return None, _os_message(exc), 0
+    return kind, None, st.st_size
 
 
 def _walk_archive(path: Path, result: Discovery, on_file) -> None:

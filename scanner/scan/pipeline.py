@@ -103,7 +103,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     # A single binary is scanned with its folder, its application directory:
     # the libraries it loads from there decide its verdict too.
     walked = _application_folder(target) if target.kind == "file" else target
-    found = discovery.discover(walked, follow_links=options.follow_links)
+    found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs)
     focus = _focus(target, found) if target.kind == "file" else None
     timings["discover"] = time.perf_counter() - clock
 
