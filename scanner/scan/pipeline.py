@@ -13,7 +13,7 @@ import zipfile
 from dataclasses import dataclass, field, replace
 from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
 from cuda4amd.model import FileError, ScannedBinary, loader_key, platform_of
@@ -109,14 +109,16 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
+    # the distributions are found while the workers read (this process would only wait)
+    installed = _Once(lambda: find_distributions(target, follow_links=options.follow_links))
     if focus is None:
         progress.reading(len(found.binaries))
-        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector)
+        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector, installed)
     else:
         binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
     if focus is not None:
         _check_focus_read(target, focus, read_errors)
-    distributions = find_distributions(target, follow_links=options.follow_links)
+    distributions = installed()
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
         archives, archive_errors = _archives_in(walked, found)
@@ -248,10 +250,12 @@ def _archives_in(target: discovery.Target, found: discovery.Discovery) -> tuple[
 
 
 def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
-                advance: Callable[[], None], inspector: PayloadInspector) -> tuple[list[ScannedBinary], list[FileError]]:
+                advance: Callable[[], None], inspector: PayloadInspector,
+                meanwhile: Callable[[], object] | None = None) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read what discovery found, then the data-named files that some binary read imports after all
-    (discover.named_skipped), until none is left."""
-    binaries, errors = read_all(walked, found.binaries, options.engine, advance, inspector, options.jobs, options.cache)
+    (discover.named_skipped), until none is left. ``meanwhile``: run while workers read, if any do."""
+    binaries, errors = read_all(walked, found.binaries, options.engine, advance, inspector, options.jobs, options.cache,
+                                meanwhile)
     extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
     while extra:
         more, more_errors = read_all(walked, extra, options.engine, advance, inspector, options.jobs, options.cache)
@@ -468,6 +472,20 @@ def _locate_loads(packages: Sequence[PackageVerdict], binaries: Sequence[Scanned
                     break
 
 
+class _Once:
+    """A function's result, computed on the first call (which may come early, while waiting on workers)."""
+
+    def __init__(self, make: Callable[[], Any]) -> None:
+        self.make = make
+        self.done = False
+        self.value: Any = None
+
+    def __call__(self) -> Any:
+        if not self.done:
+            self.value, self.done = self.make(), True
+        return self.value
+
+
 def read_all(
     target: discovery.Target,
     found: Sequence[discovery.FoundBinary],
@@ -476,16 +494,18 @@ def read_all(
     inspector: PayloadInspector | None = None,
     jobs: int | None = 1,
     cache: bool = False,
+    meanwhile: Callable[[], object] | None = None,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read every binary; with an inspector, also its kernels and by-name loads.
 
     ``jobs``: worker processes (None: one per usable core); ``cache``: use
     the per-user facts cache (scan/read/cache.py). Neither changes the result.
+    ``meanwhile``: called once while workers read, if any do.
     """
     facts = FactCache.open(engine, inspector) if cache else None
     try:
         return read_binaries(os.fspath(target.path) if target.kind == "archive" else None,
-                             found, engine, advance, inspector, jobs, facts)
+                             found, engine, advance, inspector, jobs, facts, meanwhile)
     finally:
         if facts is not None:
             facts.close()

@@ -125,12 +125,14 @@ def read_binaries(
     inspector: PayloadInspector | None = None,
     jobs: int | None = 1,
     cache: FactCache | None = None,
+    meanwhile: Callable[[], object] | None = None,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read ``found`` (members of ``archive_path`` when given); results in ``found``'s order.
 
     ``jobs``: worker processes (1: read here, no worker; None: one per usable
     core, for reads big enough to gain from it, and with the fast engine). ``cache``: facts of files
-    read before, looked up first and filled with what is read now.
+    read before, looked up first and filled with what is read now. ``meanwhile``:
+    called once while the workers read, if any do (this process would only wait).
     """
     outcomes: list[ReadOutcome | None] = [None] * len(found)
     pending: list[int] = []
@@ -151,7 +153,8 @@ def read_binaries(
         from concurrent.futures.process import BrokenProcessPool
 
         try:
-            for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers):
+            for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers,
+                                                   meanwhile):
                 outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
                 advance()
         except BrokenProcessPool:
@@ -206,6 +209,7 @@ def _read_in_workers(
     engine: str,
     inspector: PayloadInspector | None,
     workers: int,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Iterator[tuple[int, ReadOutcome]]:
     """(index, outcome) pairs as workers finish them, the largest files handed out first."""
     from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
@@ -226,6 +230,8 @@ def _read_in_workers(
 
         for _ in range(window):
             submit()
+        if meanwhile is not None:
+            meanwhile()
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
             for future in done:
