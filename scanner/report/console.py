@@ -94,7 +94,10 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
     made visible (cuda4amd.report.escape: no name from the tree reaches the terminal as control characters)."""
     from rich.text import Text
 
-    doc = visible_document(doc)
+    if quiet or summary_only:  # the verdict and the counts: the lists of files are not shown, so not escaped
+        doc = visible_document({key: value for key, value in doc.items() if key not in ("binaries", "packages")})
+    else:
+        doc = visible_document(doc)
     verdict = doc["verdict"]
     summary = doc["summary"]
     console.print(

@@ -237,12 +237,10 @@ def _walk_workers(jobs: int | None) -> int:
     carries what a file's stat says (os.scandir), so the walk is cheap there."""
     from cuda4amd.scan.workers import forks, usable_cores
 
-    if jobs == 1 or not forks():
+    workers = usable_cores() if jobs is None else jobs
+    if workers <= 1 or (jobs is None and workers < AUTO_WALK_CORES) or not forks():
         return 1
-    if jobs is None:
-        cores = usable_cores()
-        return cores if cores >= AUTO_WALK_CORES else 1
-    return max(1, jobs)
+    return workers
 
 
 def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend: bool = True,
