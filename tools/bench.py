@@ -201,6 +201,36 @@ def tree_facts(tree: Path, report: dict, follow_links: bool) -> str:
     return f"{files:,} files, {size / 2**30:.2f} GiB; {len(report['binaries'])} binaries ({shown}); verdict {report['verdict']}"
 
 
+READERS = """
+import json, sys, time
+from cuda4amd.scan import discover
+from cuda4amd.scan.read.engine import mapped, read_buffer
+found = discover.discover(discover.resolve_target(sys.argv[1]), follow_links=sys.argv[2] == "1")
+paths = [b.disk_path for b in found.binaries if b.disk_path]
+spent = {}
+for engine in ("fast", "lief"):
+    clock = time.perf_counter()
+    for path in paths:
+        try:
+            with mapped(path) as buf:
+                read_buffer(buf, engine, path if engine == "lief" else None)
+        except Exception:  # noqa: BLE001 - a file either reader refuses counts its time all the same
+            pass
+    spent[engine] = time.perf_counter() - clock
+print(json.dumps({"files": len(paths), **spent}))
+"""
+
+
+def readers(tree: Path, env: dict[str, str], follow_links: bool) -> dict | None:
+    """The two readers alone (import tables, symbols; no kernels, by-name strings, discovery or
+    analysis, which do not depend on --engine): seconds over every binary of the tree, one process."""
+    done = subprocess.run([sys.executable, "-c", READERS, str(tree), "1" if follow_links else "0"],
+                          capture_output=True, text=True, env=env)
+    if done.returncode != 0:
+        return None
+    return json.loads(done.stdout)
+
+
 def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links: bool = False) -> None:
     command = scans(tree, follow_links)
     cache_dir = Path(tempfile.mkdtemp(prefix="cuda4amd-bench-facts-"))
@@ -217,6 +247,7 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     run(command(), env, 1)  # fills the facts cache
     rescan = run(command(), env, runs)
     peak = memory(command("--no-cache"), env)
+    alone = readers(tree, env, follow_links) if lief_runs else None
     cold_runs_done, cold_why = cold(command("--no-cache"), env, cold_runs)
 
     def comparable(text: str, *fields: str) -> dict:
@@ -247,6 +278,9 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
         ratio = lief.median / parallel.median
         print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | |")
         print(f"| lief ÷ fast (medians, same run) | | | {ratio:.1f}× | | ≥ {GOAL_LIEF_RATIO:.0f}× | {met(ratio >= GOAL_LIEF_RATIO)} |")
+    if alone is not None and alone["fast"] > 0:
+        print(f"| the readers alone, one process, {alone['files']} binaries: fast {alone['fast']:.3f} s, "
+              f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}× | | | |")
     print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} |")
     if cold_runs_done.wall:
         goal = f"≤ {GOAL_COLD_16_CORES} s" if cores >= 16 else ""
