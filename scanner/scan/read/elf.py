@@ -17,8 +17,10 @@ not from the ``.dynstr`` section header. Files without program headers
 """
 from __future__ import annotations
 
+import struct
+
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
-from cuda4amd.scan.read.binview import BinView, MalformedBinary
+from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
 
 EM_NAMES = {
     3: "x86",
@@ -447,26 +449,48 @@ def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]]):
     undefined: set[str] = set()
     exports: set[str] = set()
     by_lib: dict[str, set[str]] = {}
-    cstr = v.cstr
-    for i, rec in enumerate(v.iter_unpack(fmt, sym_off, count, "dynamic symbol table")):
-        if e.bits == 64:
-            name_off, info, shndx, value, size = rec[0], rec[1], rec[3], rec[4], rec[5]
+    # This loop runs once per dynamic symbol (libtorch_cpu.so has over 100,000):
+    # the table is unpacked in one C-level pass, and a name is read with the
+    # checks of BinView.cstr inlined; where one fails, BinView.cstr itself
+    # raises the error, so the messages are the same.
+    buf, size = v.buf, v.size
+    table = buf[sym_off:sym_off + count * ent]
+    versions = struct.unpack(f"{v.endian}{count}H", buf[versym_off:versym_off + 2 * count]) if versym_off is not None else ()
+    end = min(str_end, size)
+    find = buf.find
+    budget = v.string_budget
+
+    def name_at(name_off: int) -> str:
+        nonlocal budget
+        offset = str_start + name_off
+        nul = find(b"\0", offset, min(end, offset + MAX_STRING + 1)) if offset < end else -1
+        if nul < 0:
+            v.string_budget = budget
+            return v.cstr(offset, "dynamic symbol name", limit=str_end)  # raises what is wrong
+        budget -= nul - offset
+        if budget < 0:
+            v.string_budget = budget
+            v.charge(0)  # raises: over the names budget
+        return decode(bytes(buf[offset:nul]))
+
+    wide = e.bits == 64
+    for i, rec in enumerate(struct.iter_unpack(v.endian + fmt, table)):
+        if wide:
+            name_off, info, shndx, value, sym_size = rec[0], rec[1], rec[3], rec[4], rec[5]
         else:
-            name_off, info, shndx, value, size = rec[0], rec[3], rec[5], rec[1], rec[2]
-        if name_off == 0:
-            continue
-        bind, typ = info >> 4, info & 0xF
-        if bind == STB_LOCAL:
+            name_off, info, shndx, value, sym_size = rec[0], rec[3], rec[5], rec[1], rec[2]
+        if name_off == 0 or info >> 4 == STB_LOCAL:
             continue
         if shndx == SHN_UNDEF:
-            name = cstr(str_start + name_off, "dynamic symbol name", limit=str_end)
+            name = name_at(name_off)
             undefined.add(name)
-            if versym_off is not None:
-                f = ver_file.get(v.u16(versym_off + 2 * i) & 0x7FFF)
+            if versions:
+                f = ver_file.get(versions[i] & 0x7FFF)
                 if f is not None:
                     by_lib.setdefault(f, set()).add(name)
-        elif is_export(typ, shndx, value, size):
-            exports.add(cstr(str_start + name_off, "dynamic symbol name", limit=str_end))
+        elif is_export(info & 0xF, shndx, value, sym_size):
+            exports.add(name_at(name_off))
+    v.string_budget = budget
     return undefined, exports, by_lib
 
 
