@@ -309,6 +309,33 @@ def test_workers_started_without_fork_get_the_rules_pickled(monkeypatch, rules):
     assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected
 
 
+def test_worker_results_pickle_as_class_and_field_values(rules):
+    """What a worker sends back: every model object as (class, field values), rebuilt equal by its __init__."""
+    import dataclasses
+    import pickle
+    import pickletools
+
+    from cuda4amd import model
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(FIXTURES))).binaries
+    outcomes = [parallel.read_item(item, "fast", inspector, None) for item in found]
+    assert any(o.binary is not None and o.binary.kernels and o.binary.kernels.entries for o in outcomes)
+    assert any(o.errors for o in outcomes)
+    for outcome in outcomes:
+        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        assert pickle.loads(data) == outcome  # noqa: S301  (our own bytes)
+        # no per-object state to set: neither BUILD (dataclasses' __setstate__) nor NEWOBJ
+        assert {op.name for op, _, _ in pickletools.genops(data)}.isdisjoint({"BUILD", "NEWOBJ", "NEWOBJ_EX"})
+    plain = [cls for cls in vars(model).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)]
+    for cls in plain:
+        reduced = cls.__reduce__(cls(*[None] * len(dataclasses.fields(cls))))
+        assert reduced == (cls, (None,) * len(dataclasses.fields(cls))), cls
+
+
 # -- hostile files (issue 11, tests/test_hostile_scan.py) in worker processes and through the cache ----------------
 
 HOSTILE_PE = FIXTURES / "pe" / "blas_mixed.dll"
