@@ -107,21 +107,43 @@ def field_index(name: str) -> int:
     return [f.name for f in dataclasses.fields(BinaryInfo)].index(name)
 
 
+INFO = facts.RECORD_FIELDS.index("info")
+
+
+def changed_info(record: bytes, change) -> bytes:
+    """``record`` with ``change`` applied to the list of its BinaryInfo's field values."""
+    import marshal
+
+    data = list(marshal.loads(record))  # noqa: S302  (the test's own cache)
+    info = list(data[INFO])
+    change(info)
+    data[INFO] = tuple(info)
+    return marshal.dumps(tuple(data), facts.MARSHAL_VERSION)
+
+
 def swap_exports(record: bytes) -> bytes:
     """The same record with its export names changed: what a forger would want the scan to believe."""
-    data = json.loads(record)
-    data["info"][field_index("exports")] = ["cuInit", "cublasCreate_v2"]
-    return json.dumps(data, separators=(",", ":")).encode()
+    return changed_info(record, lambda info: info.__setitem__(field_index("exports"), ("cuInit", "cublasCreate_v2")))
+
+
+def resealed(cache_dir, change):
+    """A tamper() change that seals what it wrote with the cache's own key: only the type checks stand in the way."""
+    def apply(key, record, seal):
+        text = change(record)
+        return text, sealed(cache_dir, text)
+    return apply
 
 
 @pytest.mark.parametrize("damage", ["flipped-byte", "forged-without-key", "other-key", "wrong-types",
-                                    "extra-field", "not-json", "garbage-database", "unreadable-key"])
-def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path):
+                                    "extra-field", "uneven-columns", "list-for-tuple", "code-object",
+                                    "not-marshal", "text-for-blob", "garbage-database", "unreadable-key"])
+def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path, rules):
     target = tmp_path / "tree"
     shutil.copytree(FIXTURES / "demo" / "Tool", target)
     cache_dir = tmp_path / "facts"
     serial = scan_json(target, "--jobs", "1", "--no-cache")
     assert scan_json(target, cache_dir=cache_dir) == serial
+    assert cache_hits(target, cache_dir, rules) == len(db_rows(cache_dir)) > 0
     if damage == "flipped-byte":
         tamper(cache_dir, lambda k, r, s: (r[:20] + bytes([r[20] ^ 1]) + r[21:], s))
     elif damage == "forged-without-key":
@@ -132,25 +154,35 @@ def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path):
         shifted = dict(zip([k for k, _, _ in rows], records[1:] + records[:1]))
         tamper(cache_dir, lambda k, r, s: shifted[k])
     elif damage == "wrong-types":
-        def retype(key, record, seal):
-            data = json.loads(record)
-            data["info"][field_index("bits")] = str(data["info"][field_index("bits")])
-            text = json.dumps(data).encode()
-            return text, sealed(cache_dir, text)
-        tamper(cache_dir, retype)
+        bits = field_index("bits")
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.__setitem__(bits, str(i[bits])))))
     elif damage == "extra-field":
-        def reclass(key, record, seal):
-            data = json.loads(record)
-            data["info"].append("one more")
-            text = json.dumps(data).encode()
-            return text, sealed(cache_dir, text)
-        tamper(cache_dir, reclass)
-    elif damage == "not-json":
-        tamper(cache_dir, lambda k, r, s: (b"\x80not json", sealed(cache_dir, b"\x80not json")))
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.append("one more"))))
+    elif damage == "uneven-columns":  # the sections' names one short of their addresses
+        sections = field_index("sections")
+
+        def shorten(info):
+            columns = list(info[sections])
+            columns[0] = columns[0][:-1]
+            info[sections] = tuple(columns)
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, shorten)))
+    elif damage == "list-for-tuple":
+        exports = field_index("exports")
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.__setitem__(exports, list(i[exports])))))
+    elif damage == "code-object":  # marshal builds code objects too: sealed, it is still not a record
+        import marshal
+
+        code = marshal.dumps(compile("open('/tmp/x', 'w')", "forged", "exec"))
+        tamper(cache_dir, resealed(cache_dir, lambda r: code))
+    elif damage == "not-marshal":
+        tamper(cache_dir, resealed(cache_dir, lambda r: b"\x80not marshal"))
+    elif damage == "text-for-blob":  # sqlite keeps whatever type was stored
+        tamper(cache_dir, lambda k, r, s: (r.decode("latin-1"), s))
     elif damage == "garbage-database":
         (cache_dir / facts.DATABASE).write_bytes(os.urandom(4096))
     elif damage == "unreadable-key":
         (cache_dir / facts.SECRET).write_bytes(b"short")
+    assert cache_hits(target, cache_dir, rules) == 0  # every record refused (or the cache off), none trusted
     assert scan_json(target, cache_dir=cache_dir) == serial
     assert scan_json(target, "--jobs", "2", cache_dir=cache_dir) == serial
 
@@ -165,7 +197,9 @@ def test_a_changed_file_is_read_again(tmp_path, scan):
     assert scan(target, cache=True) != first
 
 
-def test_cache_records_are_sealed_json_keyed_by_file_identity(tmp_path):
+def test_cache_records_are_sealed_marshal_data_keyed_by_file_identity(tmp_path):
+    import marshal
+
     target = tmp_path / "tree"
     shutil.copytree(FIXTURES / "pe", target)
     cache_dir = tmp_path / "facts"
@@ -173,8 +207,9 @@ def test_cache_records_are_sealed_json_keyed_by_file_identity(tmp_path):
     rows = db_rows(cache_dir)
     assert rows
     for key, record, seal in rows:
-        data = json.loads(record)
-        assert data["key"] == key and data["info"][0] in ("PE", "ELF")
+        data = marshal.loads(record)  # noqa: S302  (the test's own cache)
+        assert len(data) == len(facts.RECORD_FIELDS)
+        assert data[facts.RECORD_FIELDS.index("key")] == key and data[INFO][0] in ("PE", "ELF")
         assert bytes(seal) == sealed(cache_dir, bytes(record))
     assert oct((cache_dir / facts.SECRET).stat().st_mode & 0o777) == "0o600"
     # touching a file (same bytes, new mtime) makes its record stale: a new key
@@ -221,6 +256,24 @@ def test_an_unwritable_cache_folder_only_turns_the_cache_off(tmp_path):
     blocked.write_text("x")
     target = CASES["pe"]
     assert scan_json(target, cache_dir=blocked / "facts") == scan_json(target, "--no-cache")
+
+
+def cache_hits(target, cache_dir, rules) -> int:
+    """How many of the target's binaries the cache in ``cache_dir`` answers now (it writes nothing)."""
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(target))).binaries
+    cache = facts.FactCache.open("fast", inspector, cache_dir)
+    if cache is None:
+        return 0
+    try:
+        answers = cache.get_all([cache.key(item, None) for item in found], found, inspector)
+    finally:
+        cache.close()
+    assert cache.hits == sum(answer is not None for answer in answers)
+    return cache.hits
 
 
 def read_with_cache(target, cache_dir, rules):

@@ -133,17 +133,13 @@ def read_binaries(
     read before, looked up first and filled with what is read now.
     """
     outcomes: list[ReadOutcome | None] = [None] * len(found)
-    pending: list[int] = []
     keys: list[str | None] = [None] * len(found)
-    for index, item in enumerate(found):
-        if cache is not None:
-            keys[index] = cache.key(item, archive_path)
-            hit = cache.get(keys[index], item, inspector)
-            if hit is not None:
-                outcomes[index] = hit
-                advance()
-                continue
-        pending.append(index)
+    if cache is not None:
+        keys = [cache.key(item, archive_path) for item in found]
+        outcomes = cache.get_all(keys, found, inspector)  # one lookup for every file
+        for _ in range(sum(hit is not None for hit in outcomes)):
+            advance()
+    pending = [index for index, outcome in enumerate(outcomes) if outcome is None]
 
     workers = _worker_count(jobs, [found[i] for i in pending], engine)
     if workers > 1:
