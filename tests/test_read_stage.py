@@ -304,6 +304,18 @@ def test_a_warm_cache_answers_every_file_and_a_tampered_one_none(tmp_path, rules
     assert hits == 0 and again == cold
 
 
+def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules):
+    """Facts rebuilt from records equal the ones read, fat binary entries (built slot by slot) included."""
+    (cold, _), hits, count = read_with_cache(FIXTURES, tmp_path, rules)
+    assert hits == 0
+    (warm, _), hits, _ = read_with_cache(FIXTURES, tmp_path, rules)
+    assert hits == len(cold) and warm == cold
+    entries = [e for b in warm if b.kernels is not None for e in b.kernels.entries]
+    assert entries and all(type(e).__slots__ for e in entries)
+    assert [hash(e) for e in entries] == [hash(e) for b in cold if b.kernels is not None for e in b.kernels.entries]
+    assert any(b.info.sections and b.info.imports and b.info.exports for b in warm)
+
+
 ACCEPTANCE_WHEELS = ("cupy-cuda12x==14.2.0", "ctranslate2==4.8.5", "nvidia-cuda-runtime-cu12==12.9.79",
                      "nvidia-cufft-cu12==11.4.1.4")
 

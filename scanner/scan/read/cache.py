@@ -62,7 +62,9 @@ import stat
 import time
 import types
 import typing
+from collections import deque
 from functools import cache
+from itertools import chain, repeat
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Callable, Sequence
 
@@ -92,6 +94,8 @@ RECORD_FORMAT = 3  # 2: driver_names; 3: marshal, tuples of facts by columns
 MARSHAL_VERSION = 4
 #: keys looked up per SELECT: SQLite before 3.32 takes at most 999 parameters
 KEYS_PER_QUERY = 900
+#: page size of a new database (SQLite's default is 4096): half the time to fetch a scan's records
+PAGE_BYTES = 16384
 #: Records not rewritten for this long are dropped when the cache is written.
 KEEP_SECONDS = 30 * 24 * 3600
 
@@ -191,6 +195,9 @@ class FactCache:
             secret = _secret(folder / SECRET)
             db = sqlite3.connect(os.fspath(folder / DATABASE), timeout=2.0, isolation_level=None)
             try:
+                # a new database's page size (an existing one keeps its own): a record of a big library spans
+                # many pages, each one read of the file
+                db.execute(f"PRAGMA page_size = {PAGE_BYTES}")
                 db.execute("CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, record BLOB NOT NULL, "
                            "seal BLOB NOT NULL, written INTEGER NOT NULL)")
             except sqlite3.DatabaseError:
@@ -412,30 +419,60 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
 
 
 def _columns_decoder(cls: type) -> Callable[[Any], Any]:
-    """Reads :func:`_columns_encoder`'s form: the columns checked (scalar ones each in one pass), then the
-    items built by one map of ``cls`` over them."""
+    """Reads :func:`_columns_encoder`'s form: every column checked (most in one C-level pass), then the items
+    built from them by :func:`_builder`."""
     columns = tuple(_column_decoder(field_hint) for field_hint in _hints(cls).values())
     count = len(columns)
+    build = _builder(cls)
     hint = tuple[cls, ...]  # type: ignore[valid-type]
 
     def decode(v: Any) -> tuple:
         if type(v) is not tuple or len(v) != count or set(map(type, v)) != {tuple} or len(set(map(len, v))) != 1:
             _bad(v, hint)
-        return tuple(map(cls, *[column(values) for column, values in zip(columns, v)]))
+        return build([column(values) for column, values in zip(columns, v)])
     return decode
 
 
 def _column_decoder(hint: Any) -> Callable[[tuple], Any]:
     """A decoder of one column (a tuple) of values of type ``hint``."""
-    options = typing.get_args(hint) if typing.get_origin(hint) in (typing.Union, types.UnionType) else (hint,)
+    origin = typing.get_origin(hint)
+    options = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
     if all(o in (str, int, bool, type(None)) for o in options):
         allowed = frozenset(options)
         return lambda col: col if set(map(type, col)) <= allowed else _bad(col, hint)
-    if typing.get_origin(hint) is typing.Literal:
+    if origin is typing.Literal:
         values = frozenset(typing.get_args(hint))
         return lambda col: col if set(map(type, col)) <= {str} and set(col) <= values else _bad(col, hint)
+    args = typing.get_args(hint)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (str, int):
+        # tuples of names (an import's symbols): all of the column's values checked in one pass
+        only = {args[0]}
+        return lambda col: (col if set(map(type, col)) <= {tuple} and set(map(type, chain.from_iterable(col))) <= only
+                            else _bad(col, hint))
     item = _decoder(hint)
     return lambda col: tuple(map(item, col))
+
+
+def _builder(cls: type) -> Callable[[list[tuple]], tuple]:
+    """The items of ``cls`` whose field values are ``columns`` (one tuple per field): ``tuple(map(cls, *columns))``,
+    for a slotted class without a Python-level call per item.
+
+    The __init__ that dataclasses writes for a frozen slotted class only stores each argument in its slot through
+    object.__setattr__ (FatbinEntry has no __post_init__ and no field left out of __init__), so the same is done a
+    column at a time, by C-level maps of the slot descriptors: a kernel-heavy library holds thousands of entries.
+    Other classes are built by their __init__ (their items keep the compact attribute storage it gives them).
+    """
+    if "__slots__" not in vars(cls) or hasattr(cls, "__post_init__") or not all(f.init for f in dataclasses.fields(cls)):
+        return lambda columns: tuple(map(cls, *columns))
+    new = object.__new__
+    stores = tuple(vars(cls)[name].__set__ for name in _hints(cls))
+
+    def build(columns: list[tuple]) -> tuple:
+        items: tuple = tuple(map(new, repeat(cls, len(columns[0]))))
+        for store, column in zip(stores, columns):
+            deque(map(store, items, column), maxlen=0)
+        return items
+    return build
 
 
 def _is_fact(hint: Any) -> bool:
