@@ -66,7 +66,7 @@ from collections import deque
 from functools import cache
 from itertools import chain, repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from cuda4amd.model import (
     BinaryInfo,
@@ -228,23 +228,21 @@ class FactCache:
 
     def get_all(self, keys: Sequence[str | None], items: Sequence[FoundBinary],
                 inspector: PayloadInspector | None) -> list[ReadOutcome | None]:
-        """:meth:`get` for each (key, item) pair, the records fetched together."""
-        rows = self._rows([key for key in keys if key is not None])
-        outcomes: list[ReadOutcome | None] = []
-        for key, item in zip(keys, items):
-            outcome = None
+        """:meth:`get` for each (key, item) pair: the records fetched together, each decoded as it arrives."""
+        places: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
             if key is not None:
-                row = rows.get(key)
-                if row is not None:
-                    try:
-                        outcome = self._decode(key, row[0], row[1], item, inspector)
-                    except DECODE_ERRORS:
-                        outcome = None
-                if outcome is None:
-                    self.misses += 1
-                else:
-                    self.hits += 1
-            outcomes.append(outcome)
+                places.setdefault(key, []).append(index)
+        outcomes: list[ReadOutcome | None] = [None] * len(keys)
+        for key, record, seal in self._records(list(places)):
+            for index in places.get(key, ()):
+                try:
+                    outcomes[index] = self._decode(key, record, seal, items[index], inspector)
+                except DECODE_ERRORS:
+                    pass  # read again, and written anew
+        found = sum(outcome is not None for outcome in outcomes)
+        self.hits += found
+        self.misses += sum(map(len, places.values())) - found
         return outcomes
 
     def put(self, key: str, outcome: ReadOutcome, item: FoundBinary, inspector: PayloadInspector | None) -> None:
@@ -280,22 +278,18 @@ class FactCache:
                 pass
         self.db = None  # type: ignore[assignment]
 
-    def _rows(self, keys: list[str]) -> dict[str, tuple[Any, Any]]:
-        """(record, seal) of each of ``keys`` in the database, a query per KEYS_PER_QUERY keys; {} if it fails."""
-        rows: dict[str, tuple[Any, Any]] = {}
+    def _records(self, keys: list[str]) -> Iterator[tuple[Any, Any, Any]]:
+        """(key, record, seal) of those of ``keys`` in the database, a query per KEYS_PER_QUERY keys; where the
+        database fails, the cache is off and no more come."""
         if self.db is None:
-            return rows
-        unique = list(dict.fromkeys(keys))
+            return
         try:
-            for start in range(0, len(unique), KEYS_PER_QUERY):
-                chunk = unique[start:start + KEYS_PER_QUERY]
+            for start in range(0, len(keys), KEYS_PER_QUERY):
+                chunk = keys[start:start + KEYS_PER_QUERY]
                 marks = ",".join("?" * len(chunk))  # placeholders only: the keys are bound, never spliced in
-                query = f"SELECT key, record, seal FROM facts WHERE key IN ({marks})"
-                rows.update((key, (record, seal)) for key, record, seal in self.db.execute(query, chunk))
+                yield from self.db.execute(f"SELECT key, record, seal FROM facts WHERE key IN ({marks})", chunk)
         except sqlite3.Error:
             self.close()
-            return {}
-        return rows
 
     def _seal(self, text: bytes) -> bytes:
         return hmac.new(self.secret, text, hashlib.sha256).digest()
