@@ -304,8 +304,10 @@ def test_a_warm_cache_answers_every_file_and_a_tampered_one_none(tmp_path, rules
     assert hits == 0 and again == cold
 
 
-def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules):
-    """Facts rebuilt from records equal the ones read, fat binary entries (built slot by slot) included."""
+def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules, monkeypatch):
+    """Facts rebuilt from records equal the ones read, fat binary entries (built slot by slot) included;
+    the records looked up a few keys per query."""
+    monkeypatch.setattr(facts, "KEYS_PER_QUERY", 3)
     (cold, _), hits, count = read_with_cache(FIXTURES, tmp_path, rules)
     assert hits == 0
     (warm, _), hits, _ = read_with_cache(FIXTURES, tmp_path, rules)
@@ -314,6 +316,31 @@ def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules):
     assert entries and all(type(e).__slots__ for e in entries)
     assert [hash(e) for e in entries] == [hash(e) for b in cold if b.kernels is not None for e in b.kernels.entries]
     assert any(b.info.sections and b.info.imports and b.info.exports for b in warm)
+
+
+def test_facts_marshal_cannot_write_are_read_again_not_an_error(tmp_path, rules):
+    from cuda4amd.model import BinaryInfo, ReadOutcome, ScannedBinary
+    from cuda4amd.scan.discover import FoundBinary
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    class Name(str):
+        pass
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    (tmp_path / "a.dll").write_bytes(b"MZ")
+    item = FoundBinary("a.dll", "PE", 2, disk_path=str(tmp_path / "a.dll"))
+    cache = facts.FactCache.open("fast", inspector, tmp_path / "facts")
+    assert cache is not None
+    key = cache.key(item, None)
+    assert key is not None
+    cache.put(key, ReadOutcome(ScannedBinary("a.dll", BinaryInfo("PE", "x86_64", 64, "dll", exports=(Name("f"),)))),
+              item, inspector)
+    assert cache.writes == []
+    cache.put(key, ReadOutcome(ScannedBinary("a.dll", BinaryInfo("PE", "x86_64", 64, "dll", exports=("f",)))),
+              item, inspector)
+    cache.commit()
+    assert cache.get(key, item, inspector).binary.info.exports == ("f",)
+    cache.close()
 
 
 ACCEPTANCE_WHEELS = ("cupy-cuda12x==14.2.0", "ctranslate2==4.8.5", "nvidia-cuda-runtime-cu12==12.9.79",

@@ -22,7 +22,7 @@ keyed by
 
 Records are marshal data (never pickle) in one sqlite3 database, each sealed
 with an HMAC-SHA256 under a random key kept beside it (mode 0600) and
-carrying its own key inside the sealed text. marshal only ever reads a
+carrying its own key inside the sealed bytes. marshal only ever reads a
 record whose seal matches (it is not meant for bytes from others), and what
 it returns is then checked against the facts' field types before anything
 is built from it: a record that fails the seal, does not parse, has a field
@@ -98,6 +98,7 @@ KEYS_PER_QUERY = 900
 PAGE_BYTES = 16384
 #: Records not rewritten for this long are dropped when the cache is written.
 KEEP_SECONDS = 30 * 24 * 3600
+
 
 class BadRecord(ValueError):
     """A cache record that is not what this code writes."""
@@ -254,7 +255,10 @@ class FactCache:
                   _encoder(tuple[NameReference, ...])(binary.by_name),
                   _encoder(DriverNames | None)(binary.driver_names),
                   tuple((e.stage, e.message) for e in outcome.errors))
-        text = marshal.dumps(record, MARSHAL_VERSION)
+        try:
+            text = marshal.dumps(record, MARSHAL_VERSION)
+        except ValueError:
+            return  # a value marshal cannot write (no reader returns one): this file is read again next time
         self.writes.append((key, text, self._seal(text), int(time.time())))
 
     def commit(self) -> None:
@@ -304,7 +308,7 @@ class FactCache:
         if type(record) is not tuple or len(record) != len(RECORD_FIELDS):
             raise BadRecord("not a facts record")
         record_format, record_key, mode, info, kernels, by_name, driver_names, errors = record
-        if record_format != RECORD_FORMAT or record_key != key:
+        if type(record_format) is not int or record_format != RECORD_FORMAT or record_key != key:
             raise BadRecord("another record's key")
         info = _decode(info, BinaryInfo)
         if mode != kernel_mode(item, info, inspector):
