@@ -9,6 +9,9 @@ are handed out first, so the longest reads start early and the last worker
 to finish is not stuck with the biggest file. Results are put back in the
 order of ``found`` whatever order the workers finish in, so the output is
 the same as a one-process run (``jobs=1``, which never starts a worker).
+Results come back pickled, as each model class pickles itself: its class
+and field values, rebuilt by one call of its __init__ (cuda4amd.model), so
+the tens of thousands of objects of a big tree unpickle cheaply here.
 
 A forked worker inherits the inspector (rules and release); a worker that
 starts a fresh interpreter gets it pickled once here, with a pickler that
