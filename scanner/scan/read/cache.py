@@ -296,7 +296,7 @@ class FactCache:
             self.close()
 
     def _seal(self, text: bytes) -> bytes:
-        return hmac.new(self.secret, text, hashlib.sha256).digest()
+        return hmac.digest(self.secret, text, "sha256")
 
     def _decode(self, key: str, text: Any, seal: Any, item: FoundBinary,
                 inspector: PayloadInspector | None) -> ReadOutcome | None:
@@ -460,7 +460,9 @@ def _builder(cls: type) -> Callable[[list[tuple]], tuple]:
     column at a time, by C-level maps of the slot descriptors: a kernel-heavy library holds thousands of entries.
     Other classes are built by their __init__ (their items keep the compact attribute storage it gives them).
     """
-    if "__slots__" not in vars(cls) or hasattr(cls, "__post_init__") or not all(f.init for f in dataclasses.fields(cls)):
+    plain_init = cls.__new__ is object.__new__ and not hasattr(cls, "__post_init__") and all(
+        f.init for f in dataclasses.fields(cls))
+    if "__slots__" not in vars(cls) or not plain_init:
         return lambda columns: tuple(map(cls, *columns))
     new = object.__new__
     stores = tuple(vars(cls)[name].__set__ for name in _hints(cls))
