@@ -6,8 +6,9 @@ compared field by field.
 """
 from __future__ import annotations
 
-from dataclasses import dataclass
-from typing import Literal
+import operator
+from dataclasses import dataclass, fields
+from typing import Any, Callable, Literal
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]
@@ -216,3 +217,27 @@ class ReadOutcome:
 
     binary: ScannedBinary | None
     errors: tuple[FileError, ...] = ()
+
+
+def _pickled_by_fields(cls: type) -> None:
+    """Pickle instances of ``cls`` as (class, field values in order), unpickled by one call of its __init__.
+
+    The read stage's workers send their results back pickled, many thousands
+    of these per scan. Without this, a frozen slotted dataclass unpickles
+    through dataclasses' __setstate__, which looks up dataclasses.fields()
+    for every object; the others carry a dict of field names each.
+    """
+    names = tuple(field.name for field in fields(cls))
+    get = operator.attrgetter(*names)
+    values: Callable[[Any], tuple] = get if len(names) > 1 else lambda obj: (get(obj),)
+
+    def __reduce__(self: Any) -> tuple[type, tuple]:
+        return cls, values(self)
+
+    setattr(cls, "__reduce__", __reduce__)  # setattr: mypy refuses assigning to a method
+
+
+for _plain in (Section, ImportedLibrary, BinaryInfo, NameReference, FatbinEntry, KernelReport, DriverNames,
+               PrivateStrings, FileError, ScannedBinary, ReadOutcome):
+    _pickled_by_fields(_plain)
+del _plain

@@ -107,21 +107,43 @@ def field_index(name: str) -> int:
     return [f.name for f in dataclasses.fields(BinaryInfo)].index(name)
 
 
+INFO = facts.RECORD_FIELDS.index("info")
+
+
+def changed_info(record: bytes, change) -> bytes:
+    """``record`` with ``change`` applied to the list of its BinaryInfo's field values."""
+    import marshal
+
+    data = list(marshal.loads(record))  # noqa: S302  (the test's own cache)
+    info = list(data[INFO])
+    change(info)
+    data[INFO] = tuple(info)
+    return marshal.dumps(tuple(data), facts.MARSHAL_VERSION)
+
+
 def swap_exports(record: bytes) -> bytes:
     """The same record with its export names changed: what a forger would want the scan to believe."""
-    data = json.loads(record)
-    data["info"][field_index("exports")] = ["cuInit", "cublasCreate_v2"]
-    return json.dumps(data, separators=(",", ":")).encode()
+    return changed_info(record, lambda info: info.__setitem__(field_index("exports"), ("cuInit", "cublasCreate_v2")))
+
+
+def resealed(cache_dir, change):
+    """A tamper() change that seals what it wrote with the cache's own key: only the type checks stand in the way."""
+    def apply(key, record, seal):
+        text = change(record)
+        return text, sealed(cache_dir, text)
+    return apply
 
 
 @pytest.mark.parametrize("damage", ["flipped-byte", "forged-without-key", "other-key", "wrong-types",
-                                    "extra-field", "not-json", "garbage-database", "unreadable-key"])
-def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path):
+                                    "extra-field", "uneven-columns", "list-for-tuple", "code-object",
+                                    "not-marshal", "text-for-blob", "garbage-database", "unreadable-key"])
+def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path, rules):
     target = tmp_path / "tree"
     shutil.copytree(FIXTURES / "demo" / "Tool", target)
     cache_dir = tmp_path / "facts"
     serial = scan_json(target, "--jobs", "1", "--no-cache")
     assert scan_json(target, cache_dir=cache_dir) == serial
+    assert cache_hits(target, cache_dir, rules) == len(db_rows(cache_dir)) > 0
     if damage == "flipped-byte":
         tamper(cache_dir, lambda k, r, s: (r[:20] + bytes([r[20] ^ 1]) + r[21:], s))
     elif damage == "forged-without-key":
@@ -132,25 +154,35 @@ def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path):
         shifted = dict(zip([k for k, _, _ in rows], records[1:] + records[:1]))
         tamper(cache_dir, lambda k, r, s: shifted[k])
     elif damage == "wrong-types":
-        def retype(key, record, seal):
-            data = json.loads(record)
-            data["info"][field_index("bits")] = str(data["info"][field_index("bits")])
-            text = json.dumps(data).encode()
-            return text, sealed(cache_dir, text)
-        tamper(cache_dir, retype)
+        bits = field_index("bits")
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.__setitem__(bits, str(i[bits])))))
     elif damage == "extra-field":
-        def reclass(key, record, seal):
-            data = json.loads(record)
-            data["info"].append("one more")
-            text = json.dumps(data).encode()
-            return text, sealed(cache_dir, text)
-        tamper(cache_dir, reclass)
-    elif damage == "not-json":
-        tamper(cache_dir, lambda k, r, s: (b"\x80not json", sealed(cache_dir, b"\x80not json")))
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.append("one more"))))
+    elif damage == "uneven-columns":  # the sections' names one short of their addresses
+        sections = field_index("sections")
+
+        def shorten(info):
+            columns = list(info[sections])
+            columns[0] = columns[0][:-1]
+            info[sections] = tuple(columns)
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, shorten)))
+    elif damage == "list-for-tuple":
+        exports = field_index("exports")
+        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.__setitem__(exports, list(i[exports])))))
+    elif damage == "code-object":  # marshal builds code objects too: sealed, it is still not a record
+        import marshal
+
+        code = marshal.dumps(compile("open('/tmp/x', 'w')", "forged", "exec"))
+        tamper(cache_dir, resealed(cache_dir, lambda r: code))
+    elif damage == "not-marshal":
+        tamper(cache_dir, resealed(cache_dir, lambda r: b"\x80not marshal"))
+    elif damage == "text-for-blob":  # sqlite keeps whatever type was stored
+        tamper(cache_dir, lambda k, r, s: (r.decode("latin-1"), s))
     elif damage == "garbage-database":
         (cache_dir / facts.DATABASE).write_bytes(os.urandom(4096))
     elif damage == "unreadable-key":
         (cache_dir / facts.SECRET).write_bytes(b"short")
+    assert cache_hits(target, cache_dir, rules) == 0  # every record refused (or the cache off), none trusted
     assert scan_json(target, cache_dir=cache_dir) == serial
     assert scan_json(target, "--jobs", "2", cache_dir=cache_dir) == serial
 
@@ -165,7 +197,9 @@ def test_a_changed_file_is_read_again(tmp_path, scan):
     assert scan(target, cache=True) != first
 
 
-def test_cache_records_are_sealed_json_keyed_by_file_identity(tmp_path):
+def test_cache_records_are_sealed_marshal_data_keyed_by_file_identity(tmp_path):
+    import marshal
+
     target = tmp_path / "tree"
     shutil.copytree(FIXTURES / "pe", target)
     cache_dir = tmp_path / "facts"
@@ -173,8 +207,9 @@ def test_cache_records_are_sealed_json_keyed_by_file_identity(tmp_path):
     rows = db_rows(cache_dir)
     assert rows
     for key, record, seal in rows:
-        data = json.loads(record)
-        assert data["key"] == key and data["info"][0] in ("PE", "ELF")
+        data = marshal.loads(record)  # noqa: S302  (the test's own cache)
+        assert len(data) == len(facts.RECORD_FIELDS)
+        assert data[facts.RECORD_FIELDS.index("key")] == key and data[INFO][0] in ("PE", "ELF")
         assert bytes(seal) == sealed(cache_dir, bytes(record))
     assert oct((cache_dir / facts.SECRET).stat().st_mode & 0o777) == "0o600"
     # touching a file (same bytes, new mtime) makes its record stale: a new key
@@ -223,6 +258,24 @@ def test_an_unwritable_cache_folder_only_turns_the_cache_off(tmp_path):
     assert scan_json(target, cache_dir=blocked / "facts") == scan_json(target, "--no-cache")
 
 
+def cache_hits(target, cache_dir, rules) -> int:
+    """How many of the target's binaries the cache in ``cache_dir`` answers now (it writes nothing)."""
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(target))).binaries
+    cache = facts.FactCache.open("fast", inspector, cache_dir)
+    if cache is None:
+        return 0
+    try:
+        answers = cache.get_all([cache.key(item, None) for item in found], found, inspector)
+    finally:
+        cache.close()
+    assert cache.hits == sum(answer is not None for answer in answers)
+    return cache.hits
+
+
 def read_with_cache(target, cache_dir, rules):
     from cuda4amd.scan import discover as discovery
     from cuda4amd.scan.read.cache import FactCache
@@ -249,6 +302,45 @@ def test_a_warm_cache_answers_every_file_and_a_tampered_one_none(tmp_path, rules
     tamper(tmp_path, lambda k, r, s: (swap_exports(r), s))
     again, hits, _ = read_with_cache(target, tmp_path, rules)
     assert hits == 0 and again == cold
+
+
+def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules, monkeypatch):
+    """Facts rebuilt from records equal the ones read, fat binary entries (built slot by slot) included;
+    the records looked up a few keys per query."""
+    monkeypatch.setattr(facts, "KEYS_PER_QUERY", 3)
+    (cold, _), hits, count = read_with_cache(FIXTURES, tmp_path, rules)
+    assert hits == 0
+    (warm, _), hits, _ = read_with_cache(FIXTURES, tmp_path, rules)
+    assert hits == len(cold) and warm == cold
+    entries = [e for b in warm if b.kernels is not None for e in b.kernels.entries]
+    assert entries and all(type(e).__slots__ for e in entries)
+    assert [hash(e) for e in entries] == [hash(e) for b in cold if b.kernels is not None for e in b.kernels.entries]
+    assert any(b.info.sections and b.info.imports and b.info.exports for b in warm)
+
+
+def test_facts_marshal_cannot_write_are_read_again_not_an_error(tmp_path, rules):
+    from cuda4amd.model import BinaryInfo, ReadOutcome, ScannedBinary
+    from cuda4amd.scan.discover import FoundBinary
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    class Name(str):
+        pass
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    (tmp_path / "a.dll").write_bytes(b"MZ")
+    item = FoundBinary("a.dll", "PE", 2, disk_path=str(tmp_path / "a.dll"))
+    cache = facts.FactCache.open("fast", inspector, tmp_path / "facts")
+    assert cache is not None
+    key = cache.key(item, None)
+    assert key is not None
+    cache.put(key, ReadOutcome(ScannedBinary("a.dll", BinaryInfo("PE", "x86_64", 64, "dll", exports=(Name("f"),)))),
+              item, inspector)
+    assert cache.writes == []
+    cache.put(key, ReadOutcome(ScannedBinary("a.dll", BinaryInfo("PE", "x86_64", 64, "dll", exports=("f",)))),
+              item, inspector)
+    cache.commit()
+    assert cache.get(key, item, inspector).binary.info.exports == ("f",)
+    cache.close()
 
 
 ACCEPTANCE_WHEELS = ("cupy-cuda12x==14.2.0", "ctranslate2==4.8.5", "nvidia-cuda-runtime-cu12==12.9.79",
@@ -307,6 +399,33 @@ def test_workers_started_without_fork_get_the_rules_pickled(monkeypatch, rules):
     found = discovery.discover(discovery.resolve_target(str(FIXTURES / "byname"))).binaries
     expected = parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=1)
     assert parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=2) == expected
+
+
+def test_worker_results_pickle_as_class_and_field_values(rules):
+    """What a worker sends back: every model object as (class, field values), rebuilt equal by its __init__."""
+    import dataclasses
+    import pickle
+    import pickletools
+
+    from cuda4amd import model
+    from cuda4amd.scan import discover as discovery
+    from cuda4amd.scan.read import parallel
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    found = discovery.discover(discovery.resolve_target(str(FIXTURES))).binaries
+    outcomes = [parallel.read_item(item, "fast", inspector, None) for item in found]
+    assert any(o.binary is not None and o.binary.kernels and o.binary.kernels.entries for o in outcomes)
+    assert any(o.errors for o in outcomes)
+    for outcome in outcomes:
+        data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
+        assert pickle.loads(data) == outcome  # noqa: S301  (our own bytes)
+        # no per-object state to set: neither BUILD (dataclasses' __setstate__) nor NEWOBJ
+        assert {op.name for op, _, _ in pickletools.genops(data)}.isdisjoint({"BUILD", "NEWOBJ", "NEWOBJ_EX"})
+    plain = [cls for cls in vars(model).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)]
+    for cls in plain:
+        reduced = cls.__reduce__(cls(*[None] * len(dataclasses.fields(cls))))
+        assert reduced == (cls, (None,) * len(dataclasses.fields(cls))), cls
 
 
 # -- hostile files (issue 11, tests/test_hostile_scan.py) in worker processes and through the cache ----------------

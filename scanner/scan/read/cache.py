@@ -6,7 +6,9 @@ the engine, the rules that classify library names, and the kernel-scan mode
 (which the scan derives again from the facts on every hit). So a record is
 keyed by
 
-  * the reader version: a hash of the reader's sources (this folder, with
+  * the reader version: a hash of the record format (RECORD_FORMAT: records
+    of an older format are never looked up, and go after KEEP_SECONDS) and
+    of the reader's sources (this folder, with
     the sniffer and the per-file caps, cuda4amd/model.py, and the rules
     loader, validation kit and run-time rules whose matchers classify and
     assemble names) — any change
@@ -18,14 +20,26 @@ keyed by
   * the file: its path on disk (or the archive's path and the member's
     name), size, mtime_ns, ctime_ns, device and inode.
 
-Records are JSON (never pickle) in one sqlite3 database, each sealed with an
-HMAC-SHA256 under a random key kept beside it (mode 0600) and carrying its
-own key inside the sealed text. A record that fails the seal, does not parse,
-has a field of the wrong type or the wrong number of fields is ignored and read again; a cache that cannot be opened or written is
-dropped for the run. None of that is an error of the scan. The seal detects
-corruption and records written by anyone who cannot read the key file; a
-writer who can read it (the user themselves) is trusted like the user's
-own files.
+Records are marshal data (never pickle) in one sqlite3 database, each sealed
+with an HMAC-SHA256 under a random key kept beside it (mode 0600) and
+carrying its own key inside the sealed bytes. marshal only ever reads a
+record whose seal matches (it is not meant for bytes from others), and what
+it returns is then checked against the facts' field types before anything
+is built from it: a record that fails the seal, does not parse, has a field
+of the wrong type or the wrong number of fields is ignored and read again; a
+cache that cannot be opened or written is dropped for the run. None of that
+is an error of the scan. The seal detects corruption and records written by
+anyone who cannot read the key file; a writer who can read it (the user
+themselves) is trusted like the user's own files.
+
+A record is the tuple (format, key, kernel-scan mode, info, kernels,
+by_name, driver_names, errors). A fact is the tuple of its field values in
+field order; a tuple of facts (a binary's imports, sections, fat binary
+entries, by-name references) is kept by columns, one tuple per field holding
+that field of every item, so each column is type-checked at once and the
+items are built by one ``map`` over the columns: a warm re-scan decodes tens
+of thousands of them. A scan looks up all its files at once (one SELECT per
+KEYS_PER_QUERY keys).
 
 Location: ``$CUDA4AMD_FACTS_CACHE``, else ``facts`` in the per-user cache
 that the ZLUDA downloads use too (:func:`cuda4amd.userdirs.cache_dir`:
@@ -39,6 +53,8 @@ import dataclasses
 import hashlib
 import hmac
 import json
+import marshal
+import operator
 import os
 import re
 import sqlite3
@@ -46,9 +62,11 @@ import stat
 import time
 import types
 import typing
+from collections import deque
 from functools import cache
+from itertools import chain, repeat
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable
+from typing import TYPE_CHECKING, Any, Callable, Iterator, Sequence
 
 from cuda4amd.model import (
     BinaryInfo,
@@ -71,20 +89,29 @@ if TYPE_CHECKING:
 FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
 DATABASE = "facts.sqlite3"
 SECRET = "facts.key"
-RECORD_FORMAT = 2  # 2: driver_names
+RECORD_FORMAT = 3  # 2: driver_names; 3: marshal, tuples of facts by columns
+#: marshal's format of the records (every later Python reads it)
+MARSHAL_VERSION = 4
+#: keys looked up per SELECT: SQLite before 3.32 takes at most 999 parameters
+KEYS_PER_QUERY = 900
+#: page size of a new database (SQLite's default is 4096): half the time to fetch a scan's records
+PAGE_BYTES = 16384
 #: Records not rewritten for this long are dropped when the cache is written.
 KEEP_SECONDS = 30 * 24 * 3600
+
+
+class BadRecord(ValueError):
+    """A cache record that is not what this code writes."""
+
 
 # The only classes a record holds; each is rebuilt from exactly its fields, in order.
 FACT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference, DriverNames)}
 
-
-RECORD_FIELDS = frozenset(("format", "key", "mode", "info", "kernels", "by_name", "driver_names", "errors"))
-
-
-class BadRecord(ValueError):
-    """A cache record that is not what this code writes."""
+#: the parts of a record, in order
+RECORD_FIELDS = ("format", "key", "mode", "info", "kernels", "by_name", "driver_names", "errors")
+#: what a damaged or foreign record can raise while it is decoded: it is then ignored
+DECODE_ERRORS = (BadRecord, ValueError, TypeError, KeyError, EOFError, RecursionError)
 
 
 def facts_folder() -> Path:
@@ -169,6 +196,9 @@ class FactCache:
             secret = _secret(folder / SECRET)
             db = sqlite3.connect(os.fspath(folder / DATABASE), timeout=2.0, isolation_level=None)
             try:
+                # a new database's page size (an existing one keeps its own): a record of a big library spans
+                # many pages, each one read of the file
+                db.execute(f"PRAGMA page_size = {PAGE_BYTES}")
                 db.execute("CREATE TABLE IF NOT EXISTS facts (key TEXT PRIMARY KEY, record BLOB NOT NULL, "
                            "seal BLOB NOT NULL, written INTEGER NOT NULL)")
             except sqlite3.DatabaseError:
@@ -189,44 +219,46 @@ class FactCache:
             return None
         if not stat.S_ISREG(st.st_mode):
             return None  # a FIFO or device swapped in: never answered from the cache (the read refuses it)
-        where = [disk, item.member, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino]
-        return hashlib.sha256(json.dumps([self.context, where]).encode("utf-8", "surrogateescape")).hexdigest()
+        # repr of str, int and None: one text per value, the same in every process (surrogates escaped)
+        where = (disk, item.member, st.st_size, st.st_mtime_ns, st.st_ctime_ns, st.st_dev, st.st_ino)
+        return hashlib.sha256(f"{self.context} {where!r}".encode("utf-8", "surrogateescape")).hexdigest()
 
     def get(self, key: str | None, item: FoundBinary, inspector: PayloadInspector | None) -> ReadOutcome | None:
-        if key is None or self.db is None:
-            return None
-        try:
-            row = self.db.execute("SELECT record, seal FROM facts WHERE key = ?", (key,)).fetchone()
-        except sqlite3.Error:
-            self.close()
-            return None
-        outcome = None
-        if row is not None:
-            try:
-                outcome = self._decode(key, bytes(row[0]), bytes(row[1]), item, inspector)
-            except (BadRecord, ValueError, TypeError, KeyError, RecursionError):
-                outcome = None
-        if outcome is None:
-            self.misses += 1
-        else:
-            self.hits += 1
-        return outcome
+        """The recorded outcome of ``item`` under ``key``; None when there is none to trust."""
+        return self.get_all([key], [item], inspector)[0]
+
+    def get_all(self, keys: Sequence[str | None], items: Sequence[FoundBinary],
+                inspector: PayloadInspector | None) -> list[ReadOutcome | None]:
+        """:meth:`get` for each (key, item) pair: the records fetched together, each decoded as it arrives."""
+        places: dict[str, list[int]] = {}
+        for index, key in enumerate(keys):
+            if key is not None:
+                places.setdefault(key, []).append(index)
+        outcomes: list[ReadOutcome | None] = [None] * len(keys)
+        for key, record, seal in self._records(list(places)):
+            for index in places.get(key, ()):
+                try:
+                    outcomes[index] = self._decode(key, record, seal, items[index], inspector)
+                except DECODE_ERRORS:
+                    pass  # read again, and written anew
+        found = sum(outcome is not None for outcome in outcomes)
+        self.hits += found
+        self.misses += sum(map(len, places.values())) - found
+        return outcomes
 
     def put(self, key: str, outcome: ReadOutcome, item: FoundBinary, inspector: PayloadInspector | None) -> None:
         binary = outcome.binary
         if binary is None or self.db is None:
             return
-        record = {
-            "format": RECORD_FORMAT,
-            "key": key,
-            "mode": kernel_mode(item, binary.info, inspector),
-            "info": _encode(binary.info),
-            "kernels": _encode(binary.kernels),
-            "by_name": _encode(binary.by_name),
-            "driver_names": _encode(binary.driver_names),
-            "errors": [[e.stage, e.message] for e in outcome.errors],
-        }
-        text = json.dumps(record, separators=(",", ":")).encode("ascii")
+        record = (RECORD_FORMAT, key, kernel_mode(item, binary.info, inspector),
+                  _encoder(BinaryInfo)(binary.info), _encoder(KernelReport | None)(binary.kernels),
+                  _encoder(tuple[NameReference, ...])(binary.by_name),
+                  _encoder(DriverNames | None)(binary.driver_names),
+                  tuple((e.stage, e.message) for e in outcome.errors))
+        try:
+            text = marshal.dumps(record, MARSHAL_VERSION)
+        except ValueError:
+            return  # a value marshal cannot write (no reader returns one): this file is read again next time
         self.writes.append((key, text, self._seal(text), int(time.time())))
 
     def commit(self) -> None:
@@ -250,27 +282,42 @@ class FactCache:
                 pass
         self.db = None  # type: ignore[assignment]
 
-    def _seal(self, text: bytes) -> bytes:
-        return hmac.new(self.secret, text, hashlib.sha256).digest()
+    def _records(self, keys: list[str]) -> Iterator[tuple[Any, Any, Any]]:
+        """(key, record, seal) of those of ``keys`` in the database, a query per KEYS_PER_QUERY keys; where the
+        database fails, the cache is off and no more come."""
+        if self.db is None:
+            return
+        try:
+            for start in range(0, len(keys), KEYS_PER_QUERY):
+                chunk = keys[start:start + KEYS_PER_QUERY]
+                marks = ",".join("?" * len(chunk))  # placeholders only: the keys are bound, never spliced in
+                yield from self.db.execute(f"SELECT key, record, seal FROM facts WHERE key IN ({marks})", chunk)
+        except sqlite3.Error:
+            self.close()
 
-    def _decode(self, key: str, text: bytes, seal: bytes, item: FoundBinary,
+    def _seal(self, text: bytes) -> bytes:
+        return hmac.digest(self.secret, text, "sha256")
+
+    def _decode(self, key: str, text: Any, seal: Any, item: FoundBinary,
                 inspector: PayloadInspector | None) -> ReadOutcome | None:
+        if type(text) is not bytes or type(seal) is not bytes:
+            raise BadRecord("not a record and a seal")  # sqlite keeps what was stored: text, a number
         if not hmac.compare_digest(self._seal(text), seal):
             raise BadRecord("seal does not match")
-        record = json.loads(text.decode("ascii"))
-        if not isinstance(record, dict) or set(record) != RECORD_FIELDS:
+        record = marshal.loads(text)  # our own bytes (the seal says so); checked below before use
+        if type(record) is not tuple or len(record) != len(RECORD_FIELDS):
             raise BadRecord("not a facts record")
-        if record["format"] != RECORD_FORMAT or record["key"] != key:
+        record_format, record_key, mode, info, kernels, by_name, driver_names, errors = record
+        if type(record_format) is not int or record_format != RECORD_FORMAT or record_key != key:
             raise BadRecord("another record's key")
-        info = _decode(record["info"], BinaryInfo)
-        if record["mode"] != kernel_mode(item, info, inspector):
+        info = _decode(info, BinaryInfo)
+        if mode != kernel_mode(item, info, inspector):
             return None  # read for another kernel-scan mode (the rules judge this name differently now)
-        kernels = _decode(record["kernels"], KernelReport | None)
-        by_name = _decode(record["by_name"], tuple[NameReference, ...])
-        driver_names = _decode(record["driver_names"], DriverNames | None)
-        errors = _decode(record["errors"], tuple[tuple[str, str], ...])
-        binary = ScannedBinary(item.path, info, item.size, kernels=kernels, by_name=by_name, driver_names=driver_names)
-        return ReadOutcome(binary, tuple(FileError(item.path, stage, message) for stage, message in errors))
+        binary = ScannedBinary(item.path, info, item.size, kernels=_decode(kernels, KernelReport | None),
+                               by_name=_decode(by_name, tuple[NameReference, ...]),
+                               driver_names=_decode(driver_names, DriverNames | None))
+        return ReadOutcome(binary, tuple(FileError(item.path, stage, message)
+                                         for stage, message in _decode(errors, tuple[tuple[str, str], ...])))
 
 
 def _secret(path: Path) -> bytes:
@@ -287,17 +334,44 @@ def _secret(path: Path) -> bytes:
     return secret
 
 
-def _encode(value: Any) -> Any:
-    """Facts as JSON values: a dataclass as the list of its field values, in field order."""
-    if dataclasses.is_dataclass(value) and not isinstance(value, type):
-        return [_encode(getattr(value, f.name)) for f in dataclasses.fields(value)]
-    if isinstance(value, tuple):
-        return [_encode(v) for v in value]
+def _same(value: Any) -> Any:
     return value
 
 
+@cache
+def _encoder(hint: Any) -> Callable[[Any], Any]:
+    """Facts of type ``hint`` as marshal values, the form :func:`_decoder` reads (see the module docstring)."""
+    origin = typing.get_origin(hint)
+    if origin in (typing.Union, types.UnionType):
+        inner = _encoder(next(o for o in typing.get_args(hint) if o is not type(None)))
+        return _same if inner is _same else lambda v: None if v is None else inner(v)
+    if origin is tuple:
+        args = typing.get_args(hint)
+        if len(args) == 2 and args[1] is Ellipsis:
+            if _is_fact(args[0]):
+                return _columns_encoder(args[0])
+            item = _encoder(args[0])
+            return _same if item is _same else lambda v: tuple(map(item, v))
+        parts = tuple(_encoder(a) for a in args)
+        return _same if all(p is _same for p in parts) else lambda v: tuple(p(x) for p, x in zip(parts, v))
+    if _is_fact(hint):
+        fields = tuple((operator.attrgetter(name), _encoder(field_hint)) for name, field_hint in _hints(hint).items())
+        return lambda v: tuple(encode(get(v)) for get, encode in fields)
+    return _same  # str, int, bool, Literal
+
+
+def _columns_encoder(cls: type) -> Callable[[Any], Any]:
+    """A tuple of ``cls`` as one tuple per field, each holding that field of every item."""
+    fields = tuple((operator.attrgetter(name), _encoder(field_hint)) for name, field_hint in _hints(cls).items())
+
+    def columns(items: Any) -> tuple:
+        return tuple(tuple(map(get, items)) if encode is _same else tuple(map(encode, map(get, items)))
+                     for get, encode in fields)
+    return columns
+
+
 def _decode(value: Any, hint: Any) -> Any:
-    """``value`` (parsed JSON) as an instance of the type ``hint``, or BadRecord."""
+    """``value`` (what marshal read) as an instance of the type ``hint``, or BadRecord."""
     return _decoder(hint)(value)
 
 
@@ -318,27 +392,91 @@ def _decoder(hint: Any) -> Callable[[Any], Any]:
         args = typing.get_args(hint)
         if len(args) == 2 and args[1] is Ellipsis:
             if args[0] in (str, int):
-                kind = args[0]
-                only = {kind}
-                return lambda v: tuple(v) if type(v) is list and (not v or set(map(type, v)) == only) else _bad(v, hint)
+                only = {args[0]}
+                # one C-level pass over the types (a binary exports tens of thousands of names)
+                return lambda v: v if type(v) is tuple and set(map(type, v)) <= only else _bad(v, hint)
+            if _is_fact(args[0]):
+                return _columns_decoder(args[0])
             item = _decoder(args[0])
-            return lambda v: tuple(item(x) for x in v) if type(v) is list else _bad(v, hint)
+            return lambda v: tuple(map(item, v)) if type(v) is tuple else _bad(v, hint)
         parts = tuple(_decoder(a) for a in args)
-        return lambda v: (tuple(p(x) for p, x in zip(parts, v)) if type(v) is list and len(v) == len(parts)
+        return lambda v: (tuple(p(x) for p, x in zip(parts, v)) if type(v) is tuple and len(v) == len(parts)
                           else _bad(v, hint))
     if hint in (str, int, bool):
         return lambda v: v if type(v) is hint else _bad(v, hint)
-    if isinstance(hint, type) and hint in FACT_TYPES.values():
+    if _is_fact(hint):
         field_hints = tuple(_hints(hint).values())
         signatures = _scalar_signatures(field_hints)
         if signatures is not None:
-            # scalar fields only (FatbinEntry, Section, NameReference: thousands per record): one C-level check
-            return lambda v: hint(*v) if type(v) is list and tuple(map(type, v)) in signatures else _bad(v, hint)
+            return lambda v: hint(*v) if type(v) is tuple and tuple(map(type, v)) in signatures else _bad(v, hint)
         fields = tuple(_decoder(h) for h in field_hints)
         count = len(fields)
-        return lambda v: (hint(*[f(x) for f, x in zip(fields, v)]) if type(v) is list and len(v) == count
+        return lambda v: (hint(*[f(x) for f, x in zip(fields, v)]) if type(v) is tuple and len(v) == count
                           else _bad(v, hint))
     raise BadRecord(f"no rule for {hint}")
+
+
+def _columns_decoder(cls: type) -> Callable[[Any], Any]:
+    """Reads :func:`_columns_encoder`'s form: every column checked (most in one C-level pass), then the items
+    built from them by :func:`_builder`."""
+    columns = tuple(_column_decoder(field_hint) for field_hint in _hints(cls).values())
+    count = len(columns)
+    build = _builder(cls)
+    hint = tuple[cls, ...]  # type: ignore[valid-type]
+
+    def decode(v: Any) -> tuple:
+        if type(v) is not tuple or len(v) != count or set(map(type, v)) != {tuple} or len(set(map(len, v))) != 1:
+            _bad(v, hint)
+        return build([column(values) for column, values in zip(columns, v)])
+    return decode
+
+
+def _column_decoder(hint: Any) -> Callable[[tuple], Any]:
+    """A decoder of one column (a tuple) of values of type ``hint``."""
+    origin = typing.get_origin(hint)
+    options = typing.get_args(hint) if origin in (typing.Union, types.UnionType) else (hint,)
+    if all(o in (str, int, bool, type(None)) for o in options):
+        allowed = frozenset(options)
+        return lambda col: col if set(map(type, col)) <= allowed else _bad(col, hint)
+    if origin is typing.Literal:
+        values = frozenset(typing.get_args(hint))
+        return lambda col: col if set(map(type, col)) <= {str} and set(col) <= values else _bad(col, hint)
+    args = typing.get_args(hint)
+    if origin is tuple and len(args) == 2 and args[1] is Ellipsis and args[0] in (str, int):
+        # tuples of names (an import's symbols): all of the column's values checked in one pass
+        only = {args[0]}
+        return lambda col: (col if set(map(type, col)) <= {tuple} and set(map(type, chain.from_iterable(col))) <= only
+                            else _bad(col, hint))
+    item = _decoder(hint)
+    return lambda col: tuple(map(item, col))
+
+
+def _builder(cls: type) -> Callable[[list[tuple]], tuple]:
+    """The items of ``cls`` whose field values are ``columns`` (one tuple per field): ``tuple(map(cls, *columns))``,
+    for a slotted class without a Python-level call per item.
+
+    The __init__ that dataclasses writes for a frozen slotted class only stores each argument in its slot through
+    object.__setattr__ (FatbinEntry has no __post_init__ and no field left out of __init__), so the same is done a
+    column at a time, by C-level maps of the slot descriptors: a kernel-heavy library holds thousands of entries.
+    Other classes are built by their __init__ (their items keep the compact attribute storage it gives them).
+    """
+    plain_init = cls.__new__ is object.__new__ and not hasattr(cls, "__post_init__") and all(
+        f.init for f in dataclasses.fields(cls))
+    if "__slots__" not in vars(cls) or not plain_init:
+        return lambda columns: tuple(map(cls, *columns))
+    new = object.__new__
+    stores = tuple(vars(cls)[name].__set__ for name in _hints(cls))
+
+    def build(columns: list[tuple]) -> tuple:
+        items: tuple = tuple(map(new, repeat(cls, len(columns[0]))))
+        for store, column in zip(stores, columns):
+            deque(map(store, items, column), maxlen=0)
+        return items
+    return build
+
+
+def _is_fact(hint: Any) -> bool:
+    return isinstance(hint, type) and hint in FACT_TYPES.values()
 
 
 def _scalar_signatures(hints: tuple[Any, ...]) -> frozenset[tuple[type, ...]] | None:

@@ -9,6 +9,9 @@ are handed out first, so the longest reads start early and the last worker
 to finish is not stuck with the biggest file. Results are put back in the
 order of ``found`` whatever order the workers finish in, so the output is
 the same as a one-process run (``jobs=1``, which never starts a worker).
+Results come back pickled, as each model class pickles itself: its class
+and field values, rebuilt by one call of its __init__ (cuda4amd.model), so
+the tens of thousands of objects of a big tree unpickle cheaply here.
 
 A forked worker inherits the inspector (rules and release); a worker that
 starts a fresh interpreter gets it pickled once here, with a pickler that
@@ -135,17 +138,13 @@ def read_binaries(
     called once while the workers read, if any do (this process would only wait).
     """
     outcomes: list[ReadOutcome | None] = [None] * len(found)
-    pending: list[int] = []
     keys: list[str | None] = [None] * len(found)
-    for index, item in enumerate(found):
-        if cache is not None:
-            keys[index] = cache.key(item, archive_path)
-            hit = cache.get(keys[index], item, inspector)
-            if hit is not None:
-                outcomes[index] = hit
-                advance()
-                continue
-        pending.append(index)
+    if cache is not None:
+        keys = [cache.key(item, archive_path) for item in found]
+        outcomes = cache.get_all(keys, found, inspector)  # one lookup for every file
+        for _ in range(sum(hit is not None for hit in outcomes)):
+            advance()
+    pending = [index for index, outcome in enumerate(outcomes) if outcome is None]
 
     workers = _worker_count(jobs, [found[i] for i in pending], engine)
     if workers > 1:
