@@ -64,6 +64,8 @@ class BinaryInfo:
     bits: int  # 32 or 64
     kind: str  # PE: "dll" | "exe"; ELF: "shared-library" | "executable" | "relocatable" | "core" | "other"
     imports: tuple[ImportedLibrary, ...] = ()
+    # exported names; a scan leaves them out (read_buffer(exports=False)): no
+    # stage after reading uses them, and they were most of the facts' bytes
     exports: tuple[str, ...] = ()
     sections: tuple[Section, ...] = ()
     # ELF only

@@ -315,7 +315,9 @@ def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules, monkeypat
     entries = [e for b in warm if b.kernels is not None for e in b.kernels.entries]
     assert entries and all(type(e).__slots__ for e in entries)
     assert [hash(e) for e in entries] == [hash(e) for b in cold if b.kernels is not None for e in b.kernels.entries]
-    assert any(b.info.sections and b.info.imports and b.info.exports for b in warm)
+    assert any(b.info.sections and b.info.imports for b in warm)
+    assert any(b.info.undefined_symbols and b.info.soname for b in warm)
+    assert not any(b.info.exports for b in warm)  # a scan leaves export names out (model.BinaryInfo)
 
 
 def test_facts_marshal_cannot_write_are_read_again_not_an_error(tmp_path, rules):

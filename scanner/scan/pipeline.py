@@ -208,7 +208,7 @@ def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000
             known.add(path)
             try:
                 with mapped(path) as buf:
-                    info = read_buffer(buf, engine, path if engine == "lief" else None)
+                    info = read_buffer(buf, engine, path if engine == "lief" else None, exports=False)
                     binary = ScannedBinary(path, info, os.path.getsize(path))
                     payload = inspector.inspect(path, buf, info)
                     binary.kernels, binary.by_name = payload.kernels, payload.by_name

@@ -289,7 +289,8 @@ class _Elf:
         return None
 
 
-def read_elf(v: BinView) -> BinaryInfo:
+def read_elf(v: BinView, exports: bool = True) -> BinaryInfo:
+    """``exports=False``: the defined symbols' names are not read (BinaryInfo.exports stays empty)."""
     e = _Elf(v)
     has_interp = any(p[0] == PT_INTERP for p in e.phdrs)
     kind = {ET_REL: "relocatable", ET_EXEC: "executable", ET_CORE: "core"}.get(e.e_type)
@@ -328,7 +329,7 @@ def read_elf(v: BinView) -> BinaryInfo:
         elif tag == DT_FLAGS_1 and val & DF_1_NOW:
             bind_now = True
 
-    undefined, exports, by_lib = _dynamic_symbols(e, dyn)
+    undefined, exported, by_lib = _dynamic_symbols(e, dyn, exports)
     imports = []
     used: set[str] = set()
     for name in needed:
@@ -343,7 +344,7 @@ def read_elf(v: BinView) -> BinaryInfo:
         bits=e.bits,
         kind=kind,
         imports=tuple(imports),
-        exports=tuple(sorted(exports)),
+        exports=tuple(sorted(exported)),
         sections=sections,
         soname=soname,
         runpath=tuple(runpath),
@@ -427,8 +428,8 @@ def _gnu_hash_count(e: _Elf, off: int) -> int:
         i += 1
 
 
-def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]]):
-    """(undefined names, exported names, {needed file: {symbol names}})."""
+def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]], with_exports: bool = True):
+    """(undefined names, exported names (none unless ``with_exports``), {needed file: {symbol names}})."""
     v = e.v
     tables = _symbol_tables(e, dyn)
     if tables is None:
@@ -488,7 +489,7 @@ def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]]):
                 f = ver_file.get(versions[i] & 0x7FFF)
                 if f is not None:
                     by_lib.setdefault(f, set()).add(name)
-        elif is_export(info & 0xF, shndx, value, sym_size):
+        elif with_exports and is_export(info & 0xF, shndx, value, sym_size):
             exports.add(name_at(name_off))
     v.string_budget = budget
     return undefined, exports, by_lib

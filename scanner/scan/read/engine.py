@@ -11,6 +11,7 @@ I/O — so callers need to catch only those.
 """
 from __future__ import annotations
 
+import dataclasses
 import errno
 import mmap
 import os
@@ -45,7 +46,7 @@ def _check_engine(engine: str) -> None:
 EMPTY = "empty file (0 bytes): not a PE or ELF binary"
 
 
-def _read_view(buf) -> BinaryInfo:
+def _read_view(buf, exports: bool = True) -> BinaryInfo:
     if len(buf) == 0:
         raise MalformedBinary(EMPTY)
     kind = sniff(bytes(buf[:SNIFF_BYTES]))
@@ -56,11 +57,11 @@ def _read_view(buf) -> BinaryInfo:
     if kind == "PE":
         from cuda4amd.scan.read.pe import read_pe
 
-        return read_pe(BinView(buf))
+        return read_pe(BinView(buf), exports)
     if kind == "ELF":
         from cuda4amd.scan.read.elf import read_elf
 
-        return read_elf(BinView(buf))
+        return read_elf(BinView(buf), exports)
     if buf[:2] == b"MZ":
         misplaced = misplaced_pe_header(bytes(buf[:SNIFF_BYTES]))
         if misplaced is not None and len(buf) >= 0x40:
@@ -162,14 +163,20 @@ def mapped(path: str | os.PathLike) -> Iterator[bytes | mmap.mmap]:
         mm.close()
 
 
-def read_buffer(buf: bytes | mmap.mmap, engine: str = "fast", path: str | os.PathLike | None = None) -> BinaryInfo:
-    """Read a binary from a buffer (lief reads `path` instead when it is given)."""
+def read_buffer(buf: bytes | mmap.mmap, engine: str = "fast", path: str | os.PathLike | None = None, *,
+                exports: bool = True) -> BinaryInfo:
+    """Read a binary from a buffer (lief reads `path` instead when it is given).
+
+    ``exports=False``: leave the exported names out (``BinaryInfo.exports``
+    empty); the fast readers then do not read them at all.
+    """
     _check_engine(engine)
     if engine == "lief":
         from cuda4amd.scan.read.lief_reader import read_lief
 
-        return _guard(read_lief, os.fspath(path) if path is not None else bytes(buf))
-    return _guard(_read_view, buf)
+        info = _guard(read_lief, os.fspath(path) if path is not None else bytes(buf))
+        return info if exports else dataclasses.replace(info, exports=())
+    return _guard(_read_view, buf, exports)
 
 
 def read_path(path: str | os.PathLike, engine: str = "fast") -> BinaryInfo:

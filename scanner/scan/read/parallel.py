@@ -77,7 +77,8 @@ def read_item(
     errors: list[FileError] = []
     try:
         with _buffer(archive, item) as (buf, path):
-            info = read_buffer(buf, engine, path if engine == "lief" else None)
+            # export names: no later stage uses them (see model.BinaryInfo)
+            info = read_buffer(buf, engine, path if engine == "lief" else None, exports=False)
             binary = ScannedBinary(item.path, info, item.size)
             if inspector is not None:
                 payload = inspector.inspect(item.path, buf, info)

@@ -326,7 +326,8 @@ class PEImage:
         return out
 
 
-def read_pe(v: BinView) -> BinaryInfo:
+def read_pe(v: BinView, exports: bool = True) -> BinaryInfo:
+    """``exports=False``: the export directory is not read (BinaryInfo.exports stays empty)."""
     img = PEImage(v)
     budget = [MAX_THUNKS_TOTAL]
     imports = img.imports(budget) + img.delay_imports(budget)
@@ -336,6 +337,6 @@ def read_pe(v: BinView) -> BinaryInfo:
         bits=img.bits,
         kind="dll" if img.characteristics & IMAGE_FILE_DLL else "exe",
         imports=tuple(imports),
-        exports=img.exports(),
+        exports=img.exports() if exports else (),
         sections=img.sections(),
     )
