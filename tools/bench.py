@@ -221,11 +221,17 @@ print(json.dumps({"files": len(paths), **spent}))
 """
 
 
+READERS_TIMEOUT = 150  # seconds: lief alone over a 70,000-file venv is slow
+
+
 def readers(tree: Path, env: dict[str, str], follow_links: bool) -> dict | None:
     """The two readers alone (import tables, symbols; no kernels, by-name strings, discovery or
     analysis, which do not depend on --engine): seconds over every binary of the tree, one process."""
-    done = subprocess.run([sys.executable, "-c", READERS, str(tree), "1" if follow_links else "0"],
-                          capture_output=True, text=True, env=env)
+    try:
+        done = subprocess.run([sys.executable, "-c", READERS, str(tree), "1" if follow_links else "0"],
+                              capture_output=True, text=True, env=env, timeout=READERS_TIMEOUT)
+    except subprocess.TimeoutExpired:
+        return None
     if done.returncode != 0:
         return None
     return json.loads(done.stdout)
