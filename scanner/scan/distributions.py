@@ -19,9 +19,8 @@ import posixpath
 import re
 import zipfile
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Collection, Iterable, Iterator, cast
 
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
 from cuda4amd.scan.read.engine import open_regular
@@ -71,10 +70,27 @@ def owner_map(distributions: Iterable[Distribution]) -> OwnerMap:
     list the same file (namespace `__init__.py`, a file overwritten by a later
     install), the one whose name sorts first wins, so the result is stable."""
     owners = OwnerMap()
-    for dist in sorted(distributions, key=lambda d: (d.canonical_name, d.dist_info)):
-        for path in dist.files:
-            owners.setdefault(_key(path), dist.name)
+    # in reverse, each distribution's keys replacing those of the ones after it
+    # in that order: one C-level update per distribution (insertion order aside,
+    # the same map as setdefault() in order, without a call per file)
+    for dist in reversed(sorted(distributions, key=lambda d: (d.canonical_name, d.dist_info))):
+        owners.update(dict.fromkeys(_keys(dist.files), dist.name))
     return owners
+
+
+def _keys(paths: Collection[str]) -> list[str]:
+    """[_key(path) for path in paths], for all of them at once where that is the
+    same (a venv's distributions list some 70,000 files; a call each was most of
+    owner_map): with no '\\' and no path starting with '/', a key is the
+    casefolded path, and casefolding goes character by character."""
+    joined = "\0".join(paths)
+    # min(): a path starting with '/' sorts before any starting with a letter,
+    # digit or '_' (nearly every path); only otherwise is each one looked at
+    if "\\" not in joined and (not paths or min(paths)[:1] > "/" or not any(p[:1] == "/" for p in paths)):
+        keys = joined.casefold().split("\0")
+        if len(keys) == len(paths):  # else a path held a NUL
+            return keys
+    return [_key(path) for path in paths]
 
 
 def owner_of(owners: dict[str, str], path: str) -> str | None:
@@ -176,8 +192,7 @@ def _from_site_dir(site: Path, prefix: str) -> Iterator[Distribution]:
                 continue
             meta = _read_bytes(Path(e.path) / "METADATA", _MAX_METADATA_BYTES)
             record = _read_bytes(Path(e.path) / "RECORD", _MAX_RECORD_BYTES)
-            paths = _record_paths(record) if record is not None else []
-            yield _make(e.name, rel_meta, meta, _resolve_all(prefix, paths))
+            yield _make(e.name, rel_meta, meta, _record_files(prefix, record) if record is not None else [])
         else:  # .egg-info: a folder (PKG-INFO, installed-files.txt) or a lone PKG-INFO file
             if is_dir:
                 meta = _read_bytes(Path(e.path) / "PKG-INFO", _MAX_METADATA_BYTES)
@@ -233,7 +248,7 @@ def _from_archive(path: Path) -> list[Distribution]:
             if base.lower().endswith(".dist-info"):
                 meta = read(rel_meta + "/METADATA", _MAX_METADATA_BYTES)
                 record = read(rel_meta + "/RECORD", _MAX_RECORD_BYTES)
-                listed = _resolve_all(parent, _record_paths(record) if record is not None else [])
+                listed = _record_files(parent, record) if record is not None else []
             else:
                 meta = read(rel_meta + "/PKG-INFO", _MAX_METADATA_BYTES)
                 listing = read(rel_meta + "/installed-files.txt", _MAX_RECORD_BYTES)
@@ -253,8 +268,11 @@ def _make(folder_name: str, rel_meta: str, metadata: bytes | None, files: Iterab
         name=name or dir_name,
         version=version or dir_version or UNKNOWN_VERSION,
         dist_info=rel_meta,
-        files=frozenset(f for f in files if f),
+        files=cast("frozenset[str]", frozenset(files) - _NO_FILES),  # no generator: 70,000 files a venv
     )
+
+
+_NO_FILES = frozenset((None, ""))
 
 
 def _split_folder_name(folder_name: str) -> tuple[str, str | None]:
@@ -266,24 +284,68 @@ def _split_folder_name(folder_name: str) -> tuple[str, str | None]:
     return name or stem, version or None
 
 
-_HEADER_END = re.compile(r"\r?\n\r?\n")
+#: where the headers end: the first empty line (core metadata is RFC 822 headers,
+#: packaging.python.org/specifications/core-metadata); searched in the bytes, as
+#: '\r' and '\n' are never part of a UTF-8 sequence, the decoded text ends at the
+#: same place
+_HEADER_END = re.compile(rb"\r?\n\r?\n")
+#: a line the email parser takes for a header (or continuation): CPython
+#: Lib/email/feedparser.py `headerRE`; the first other line ends the headers
+_HEADER_LINE = re.compile(r"From |[\041-\071\073-\176]*:|[\t ]")
+#: lines with their endings, as the email parser's buffer splits them
+#: (io.StringIO(newline="")): '\r\n', '\r' or '\n'
+_HEADER_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+_WANTED_HEADERS = frozenset(("name", "version"))
 
 
 def _parse_metadata(data: bytes | None) -> tuple[str | None, str | None]:
     if not data:
         return None, None
-    text = data.decode("utf-8", "replace")
-    # The headers end at the first empty line (core metadata is RFC 822): the long
-    # description after it is most of a METADATA file and the email parser fed it
-    # line by line (0.2 s for 198 distributions of a real venv).
-    head = _HEADER_END.split(text, 1)[0] + "\n"
-    try:
-        headers = HeaderParser().parsestr(head, headersonly=True)
-        name = headers.get("Name")
-        version = headers.get("Version")
-    except Exception:  # the email parser is lenient, but be sure: metadata never stops a scan
-        return None, None
-    return _clean(name), _clean(version)
+    # Only the headers are read: the long description after them is most of a
+    # METADATA file, and the email parser cost 1 ms a distribution.
+    end = _HEADER_END.search(data)
+    head = (data[: end.start()] if end is not None else data).decode("utf-8", "replace") + "\n"
+    headers = _first_headers(head, _WANTED_HEADERS)
+    return _clean(headers.get("name")), _clean(headers.get("version"))
+
+
+def _first_headers(text: str, wanted: frozenset[str]) -> dict[str, str]:
+    """Lower-cased header name -> the value of its first occurrence, for the
+    `wanted` names (lower case), exactly as email.parser.HeaderParser (policy
+    compat32) reads them and Message.get returns them: folded lines joined with
+    their line breaks kept, the value's leading blanks and trailing line break
+    removed (CPython Lib/email/feedparser.py FeedParser._parsegen and
+    _parse_headers, Lib/email/_policybase.py Compat32.header_source_parse).
+    `text` ends with a line break. Stops once every wanted name is read."""
+    found: dict[str, str] = {}
+    current: list[str] = []  # the lines of the header being read
+    for line in _HEADER_LINES.findall(text):
+        if not _HEADER_LINE.match(line):
+            break  # an empty line or the start of a body ends the headers
+        if line[0] in " \t":
+            if current:
+                current.append(line)  # a continuation (one before any header is dropped)
+            continue
+        if current:
+            _add_header(found, current, wanted)
+            current = []
+            if len(found) == len(wanted):
+                return found
+        # A Unix "From " envelope line is no header (the parser takes it for the
+        # envelope, or a misplaced one, or when last for the body: skipped all
+        # the same), nor is a line starting with ':' (no name).
+        if not line.startswith("From ") and line[0] != ":":
+            current = [line]
+    if current:
+        _add_header(found, current, wanted)
+    return found
+
+
+def _add_header(found: dict[str, str], lines: list[str], wanted: frozenset[str]) -> None:
+    name, value = lines[0].split(":", 1)
+    name = name.lower()
+    if name in wanted and name not in found:
+        found[name] = (value.lstrip(" \t") + "".join(lines[1:])).rstrip("\r\n")
 
 
 def _clean(value) -> str | None:
@@ -330,27 +392,94 @@ def _record_paths(data: bytes) -> list[str]:
     return paths
 
 
+#: a '\r' that does not end a line: the csv reader refuses it in an unquoted field
+_LONE_CR = re.compile(r"\r(?!\n)")
+#: a line's fields after its first, up to the line break
+_LATER_FIELDS = re.compile(r",[^\n]*")
+
+
+def _record_files(base: str, data: bytes) -> list[str | None]:
+    """The files a RECORD lists, relative to `base`: _resolve_all(base,
+    _record_paths(data)), except that a blank entry is None here, not left out.
+
+    Nearly every RECORD has no quoted field (no '"' at all), no '\r' but in
+    line breaks and no line near the csv module's field size limit: then the
+    csv reader cannot fail, and its first field of a line is the text before
+    the line's first ','; one substitution over the whole file gives all of
+    them (the csv reader built a row of three fields per listed file)."""
+    text = data.decode("utf-8", "replace").replace("\x00", "")
+    if '"' in text or _LONE_CR.search(text) is not None or _may_have_long_line(text, csv.field_size_limit()):
+        return list(_resolve_all(base, _record_paths(data)))
+    firsts = _LATER_FIELDS.sub("", text)
+    if "\r" in firsts:  # a line without a ',' kept its '\r\n'
+        firsts = firsts.replace("\r", "")
+    entries = firsts.split("\n")
+    if entries[-1] == "":
+        entries.pop()  # after the last line break: no line
+    return _resolve_all(base, entries)
+
+
+def _may_have_long_line(text: str, limit: int) -> bool:
+    """Whether a line of `text` may be `limit` characters or longer: such a line
+    spans a whole limit/2 stretch of the text without a line break, so looking
+    at each of those few stretches is enough (a False is certain)."""
+    stretch = limit // 2
+    if stretch < 1:
+        return True
+    return any(text.find("\n", start, start + stretch) < 0 for start in range(0, len(text) - stretch + 1, stretch))
+
+
 def _join(prefix: str, rel: str) -> str:
     return f"{prefix}/{rel}" if prefix else rel
 
 
+#: in the entries joined by line breaks (and one before and after), an entry that
+#: _resolve may change: one after a line break that is empty, blank at its
+#: start, absolute ("/x", "C:x") or starting with "."; a '/' ending an entry or
+#: followed by '/' or '.' (an empty, "." or ".." segment)
+_NOT_PLAIN_START = re.compile(r"\n(?=[/.\s]|[^\n]:)")
+_NOT_PLAIN_SLASH = re.compile(r"/(?=[/.\n])")
+#: the ASCII characters str.strip() removes, but the line break
+_ASCII_BLANKS = " \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
 def _resolve_all(base: str, entries: Iterable[str]) -> list[str | None]:
-    """_resolve of each entry, with the common case inline: a RECORD lists every
-    file of a distribution (tens of thousands in a venv) and nearly all are plain
-    relative paths, for which the result is just base/entry; a function call and
-    a normpath per entry were most of find_distributions' time."""
-    if not _is_normal(base) or base == ".." or base.startswith("../"):
-        return [_resolve(base, entry) for entry in entries]
+    """[_resolve(base, entry) for entry in entries], with the common case done
+    on all entries at once: a RECORD lists every file of a distribution (tens
+    of thousands in a venv) and nearly all are plain relative paths below a
+    normalised base, for which the result is just base/entry. The few that are
+    not are found by two regex searches over the joined entries and resolved
+    one by one: a function call (or even a few string tests) per entry was
+    most of find_distributions' time."""
+    entries = list(entries)
     head = base + "/" if base else ""
-    result: list[str | None] = []
-    for entry in entries:
-        plain = entry.strip().replace("\\", "/")
-        if (plain and plain[0] != "/" and plain[1:2] != ":" and plain[-1] != "/" and "//" not in plain
-                and "/." not in "/" + plain):
-            result.append(head + plain)  # no empty, "." or ".." segment: already normal, inside the target
-        else:
-            result.append(_resolve(base, entry))
+    joined = "\n" + "\n".join(entries).replace("\\", "/") + "\n"
+    if (not _is_normal(base) or base == ".." or base.startswith("../") or "\n" in head
+            or joined.count("\n") != len(entries) + 1):  # an entry with a line break
+        return [_resolve(base, entry) for entry in entries]
+    result: list[str | None] = list(map(head.__add__, joined[1:-1].split("\n"))) if entries else []
+    for index in _not_plain(joined, entries):
+        result[index] = _resolve(base, entries[index])
     return result
+
+
+def _not_plain(joined: str, entries: list[str]) -> set[int]:
+    """Indices of the entries _resolve may change (see _NOT_PLAIN_START); `joined`
+    is "\\n" + the entries joined by "\\n", '\\' as '/', + "\\n"."""
+    found: set[int] = set()
+    line, at = 0, 0  # the number of line breaks before `at`
+    for match in _NOT_PLAIN_START.finditer(joined):
+        line += joined.count("\n", at, match.start())
+        at = match.start()
+        found.add(line)  # the entry after this line break
+    line, at = 0, 0
+    for match in _NOT_PLAIN_SLASH.finditer(joined):
+        line += joined.count("\n", at, match.start())
+        at = match.start()
+        found.add(line - 1)  # the entry this '/' is in
+    if not joined.isascii() or any(blank in joined for blank in _ASCII_BLANKS):
+        found.update(index for index, entry in enumerate(entries) if entry.strip() != entry)
+    return found
 
 
 @functools.lru_cache(maxsize=256)
