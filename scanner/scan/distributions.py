@@ -268,8 +268,16 @@ def _make(folder_name: str, rel_meta: str, metadata: bytes | None, files: Iterab
         name=name or dir_name,
         version=version or dir_version or UNKNOWN_VERSION,
         dist_info=rel_meta,
-        files=cast("frozenset[str]", frozenset(files) - _NO_FILES),  # no generator: 70,000 files a venv
+        files=_present(files),
     )
+
+
+def _present(files: Iterable[str | None]) -> frozenset[str]:
+    """The files that are there (not None, not ""), without a call per file (70,000 a venv)."""
+    found = frozenset(files)
+    if None in found or "" in found:
+        found = found - _NO_FILES
+    return cast("frozenset[str]", found)
 
 
 _NO_FILES = frozenset((None, ""))
@@ -362,7 +370,14 @@ def _read_bytes(path: Path, limit: int) -> bytes | None:
     is not waited on: open_regular opens non-blocking and checks the type)."""
     try:
         with open_regular(path) as f:
-            return f.read(limit)
+            # A read of `limit` bytes allocates that much first (64 MiB for a
+            # RECORD: most of reading one); one byte more than the file's size
+            # tells a file grown since from one read to its end.
+            want = min(limit, os.fstat(f.fileno()).st_size + 1)
+            data = f.read(want)
+            if len(data) == want < limit:
+                data += f.read(limit - want)
+            return data
     except OSError:
         return None
 
@@ -413,10 +428,11 @@ def _record_files(base: str, data: bytes) -> list[str | None]:
     firsts = _LATER_FIELDS.sub("", text)
     if "\r" in firsts:  # a line without a ',' kept its '\r\n'
         firsts = firsts.replace("\r", "")
-    entries = firsts.split("\n")
-    if entries[-1] == "":
-        entries.pop()  # after the last line break: no line
-    return _resolve_all(base, entries)
+    if firsts.endswith("\n"):
+        firsts = firsts[:-1]  # no line after the last line break
+    elif not firsts:
+        return []
+    return _resolve_lines(base, firsts)
 
 
 def _may_have_long_line(text: str, limit: int) -> bool:
@@ -444,26 +460,35 @@ _ASCII_BLANKS = " \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
 
 
 def _resolve_all(base: str, entries: Iterable[str]) -> list[str | None]:
-    """[_resolve(base, entry) for entry in entries], with the common case done
-    on all entries at once: a RECORD lists every file of a distribution (tens
-    of thousands in a venv) and nearly all are plain relative paths below a
-    normalised base, for which the result is just base/entry. The few that are
-    not are found by two regex searches over the joined entries and resolved
-    one by one: a function call (or even a few string tests) per entry was
-    most of find_distributions' time."""
+    """[_resolve(base, entry) for entry in entries] (see _resolve_lines)."""
     entries = list(entries)
-    head = base + "/" if base else ""
-    joined = "\n" + "\n".join(entries).replace("\\", "/") + "\n"
-    if (not _is_normal(base) or base == ".." or base.startswith("../") or "\n" in head
-            or joined.count("\n") != len(entries) + 1):  # an entry with a line break
+    lines = "\n".join(entries)
+    if not entries or lines.count("\n") != len(entries) - 1:  # none, or an entry with a line break
         return [_resolve(base, entry) for entry in entries]
-    result: list[str | None] = list(map(head.__add__, joined[1:-1].split("\n"))) if entries else []
-    for index in _not_plain(joined, entries):
-        result[index] = _resolve(base, entries[index])
+    return _resolve_lines(base, lines)
+
+
+def _resolve_lines(base: str, lines: str) -> list[str | None]:
+    """[_resolve(base, entry) for entry in lines.split("\n")], with the common
+    case done on all entries at once: a RECORD lists every file of a
+    distribution (tens of thousands in a venv) and nearly all are plain
+    relative paths below a normalised base, for which the result is just
+    base/entry. The few that are not are found by two regex searches over the
+    text and resolved one by one: a function call (or even a few string tests)
+    per entry was most of find_distributions' time."""
+    head = base + "/" if base else ""
+    if not _is_normal(base) or base == ".." or base.startswith("../") or "\n" in head:
+        return [_resolve(base, entry) for entry in lines.split("\n")]
+    if "\\" in lines:
+        lines = lines.replace("\\", "/")  # as _resolve does (after strip(), which no '\\' or '/' changes)
+    paths = (head + lines.replace("\n", "\n" + head) if head else lines).split("\n")
+    result: list[str | None] = list(paths)
+    for index in _not_plain("\n" + lines + "\n"):
+        result[index] = _resolve(base, paths[index][len(head):])
     return result
 
 
-def _not_plain(joined: str, entries: list[str]) -> set[int]:
+def _not_plain(joined: str) -> set[int]:
     """Indices of the entries _resolve may change (see _NOT_PLAIN_START); `joined`
     is "\\n" + the entries joined by "\\n", '\\' as '/', + "\\n"."""
     found: set[int] = set()
@@ -478,6 +503,7 @@ def _not_plain(joined: str, entries: list[str]) -> set[int]:
         at = match.start()
         found.add(line - 1)  # the entry this '/' is in
     if not joined.isascii() or any(blank in joined for blank in _ASCII_BLANKS):
+        entries = joined[1:-1].split("\n")
         found.update(index for index, entry in enumerate(entries) if entry.strip() != entry)
     return found
 
