@@ -292,11 +292,6 @@ def _split_folder_name(folder_name: str) -> tuple[str, str | None]:
     return name or stem, version or None
 
 
-#: where the headers end: the first empty line (core metadata is RFC 822 headers,
-#: packaging.python.org/specifications/core-metadata); searched in the bytes, as
-#: '\r' and '\n' are never part of a UTF-8 sequence, the decoded text ends at the
-#: same place
-_HEADER_END = re.compile(rb"\r?\n\r?\n")
 #: a line the email parser takes for a header (or continuation): CPython
 #: Lib/email/feedparser.py `headerRE`; the first other line ends the headers
 _HEADER_LINE = re.compile(r"From |[\041-\071\073-\176]*:|[\t ]")
@@ -311,10 +306,24 @@ def _parse_metadata(data: bytes | None) -> tuple[str | None, str | None]:
         return None, None
     # Only the headers are read: the long description after them is most of a
     # METADATA file, and the email parser cost 1 ms a distribution.
-    end = _HEADER_END.search(data)
-    head = (data[: end.start()] if end is not None else data).decode("utf-8", "replace") + "\n"
+    head = data[: _header_end(data)].decode("utf-8", "replace") + "\n"
     headers = _first_headers(head, _WANTED_HEADERS)
     return _clean(headers.get("name")), _clean(headers.get("version"))
+
+
+def _header_end(data: bytes) -> int | None:
+    """Where the headers end: the first empty line (core metadata is RFC 822
+    headers, packaging.python.org/specifications/core-metadata), i.e. where the
+    regex \\r?\\n\\r?\\n first matches, None if nowhere. Found in the bytes
+    ('\\r' and '\\n' are never part of a UTF-8 sequence, so the decoded text
+    ends at the same place) with two plain searches: the regex tried every
+    position of the headers. A match holds a '\\n' followed by '\\n' or
+    '\\r\\n'; the first such '\\n' starts the first match, or the '\\r' before it."""
+    ends = [at for at in (data.find(b"\n\n"), data.find(b"\n\r\n")) if at >= 0]
+    if not ends:
+        return None
+    at = min(ends)
+    return at - 1 if at > 0 and data[at - 1] == 0x0D else at
 
 
 def _first_headers(text: str, wanted: frozenset[str]) -> dict[str, str]:
@@ -327,7 +336,8 @@ def _first_headers(text: str, wanted: frozenset[str]) -> dict[str, str]:
     `text` ends with a line break. Stops once every wanted name is read."""
     found: dict[str, str] = {}
     current: list[str] = []  # the lines of the header being read
-    for line in _HEADER_LINES.findall(text):
+    for match in _HEADER_LINES.finditer(text):
+        line = match.group()
         if not _HEADER_LINE.match(line):
             break  # an empty line or the start of a body ends the headers
         if line[0] in " \t":
