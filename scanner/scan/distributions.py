@@ -190,20 +190,20 @@ def _from_site_dir(site: Path, prefix: str) -> Iterator[Distribution]:
         if e.name.lower().endswith(".dist-info"):
             if not is_dir:
                 continue
-            meta = _read_bytes(Path(e.path) / "METADATA", _MAX_METADATA_BYTES)
-            record = _read_bytes(Path(e.path) / "RECORD", _MAX_RECORD_BYTES)
+            meta = _read_bytes(os.path.join(e.path, "METADATA"), _MAX_METADATA_BYTES)
+            record = _read_bytes(os.path.join(e.path, "RECORD"), _MAX_RECORD_BYTES)
             yield _make(e.name, rel_meta, meta, _record_files(prefix, record) if record is not None else [])
         else:  # .egg-info: a folder (PKG-INFO, installed-files.txt) or a lone PKG-INFO file
             if is_dir:
-                meta = _read_bytes(Path(e.path) / "PKG-INFO", _MAX_METADATA_BYTES)
-                listing = _read_bytes(Path(e.path) / "installed-files.txt", _MAX_RECORD_BYTES)
+                meta = _read_bytes(os.path.join(e.path, "PKG-INFO"), _MAX_METADATA_BYTES)
+                listing = _read_bytes(os.path.join(e.path, "installed-files.txt"), _MAX_RECORD_BYTES)
                 lines = _lines(listing) if listing is not None else []
                 # installed-files.txt is relative to the .egg-info folder itself
                 files = [_resolve(rel_meta, p) for p in lines]
                 if meta is not None:
                     files.append(rel_meta + "/PKG-INFO")
             else:
-                meta = _read_bytes(Path(e.path), _MAX_METADATA_BYTES)
+                meta = _read_bytes(e.path, _MAX_METADATA_BYTES)
                 files = [rel_meta]
             yield _make(e.name, rel_meta, meta, files)
 
@@ -375,7 +375,7 @@ def _clean(value) -> str | None:
     return value
 
 
-def _read_bytes(path: Path, limit: int) -> bytes | None:
+def _read_bytes(path: str, limit: int) -> bytes | None:
     """At most `limit` bytes of a regular file (a FIFO named METADATA or RECORD
     is not waited on: open_regular opens non-blocking and checks the type)."""
     try:
