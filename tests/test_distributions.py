@@ -7,7 +7,10 @@ import zipfile
 from pathlib import Path
 
 import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
 
+from cuda4amd.scan import distributions
 from cuda4amd.scan.discover import Target, resolve_target
 from cuda4amd.scan.distributions import (
     Distribution,
@@ -355,3 +358,113 @@ def test_zip_without_dist_info_and_broken_archive(tmp_path):
 def test_canonical_name():
     assert canonical_name("Cupy_CUDA12x") == "cupy-cuda12x"
     assert canonical_name("llama.cpp__python") == "llama-cpp-python"
+
+
+# ---------------------------------------------------------------------------
+# the fast readers agree with the general ones
+# ---------------------------------------------------------------------------
+# find_distributions reads METADATA headers with its own header reader and
+# most RECORDs without the csv module, and owner_map and _resolve_all work on
+# all paths at once (issue 13: they were most of the main process's time at
+# venv scale). Each must give what the general code gives (the email parser;
+# csv + _resolve per entry; _key per path) on any input: these compare them on
+# generated inputs made of the characters that matter to either.
+
+def _email_parser_fields(data: bytes) -> tuple[str | None, str | None]:
+    """What find_distributions took from METADATA before it had its own reader."""
+    import re
+    from email.parser import HeaderParser
+
+    if not data:
+        return None, None
+    text = data.decode("utf-8", "replace")
+    head = re.split(r"\r?\n\r?\n", text, maxsplit=1)[0] + "\n"
+    headers = HeaderParser().parsestr(head, headersonly=True)
+    return distributions._clean(headers.get("Name")), distributions._clean(headers.get("Version"))
+
+
+_METADATA_PIECES = [
+    b"Name", b"name", b"NAME", b"Version", b"version", b"Summary", b": ", b":", b" ", b"\t", b"From ",
+    b"torch", b"2.3.0+cu118", b"\r", b"\n", b"\r\n", b"\n\n", b"\xc3\xa9", b"\xff", b"\xe2\x82", b"\x00",
+    b"\x0c", b"\xe2\x80\xa8", b"\xc2\x85", b"x" * 201, b"[", b"Metadata-Version: 2.1\n",
+]
+
+
+@settings(max_examples=600, deadline=None)
+@given(st.lists(st.sampled_from(_METADATA_PIECES), max_size=40))
+def test_metadata_reader_agrees_with_the_email_parser(pieces):
+    data = b"".join(pieces)
+    assert distributions._parse_metadata(data) == _email_parser_fields(data)
+
+
+@pytest.mark.parametrize("data", [
+    b"Name: a\nVersion: 1\n\nName: b\n",  # the body is not read
+    b"Metadata-Version: 2.1\r\nName: Torch \r\nVersion:\t2.3\r\n\r\nbody",
+    b"Name: folded\n  on two lines\nVersion: 1\n",  # a folded value keeps its line break: refused
+    b" leading continuation\nName: a\n",
+    b"From someone\nName: a\nVersion: 1\n",  # a Unix envelope line
+    b"Name: a\nFrom someone\nVersion: 1\n",
+    b"Name: a\nVersion: 1\nFrom someone\n",
+    b": no name\n continued\nName: a\n",
+    b"Name: a\rVersion: 1\r\rbody",  # old Mac line breaks
+    b"Name: \xff\xfe\nVersion: 1\xe2\x82\n\n",  # undecodable bytes
+    b"Name: a\nName: b\nversion: 2\nVERSION: 3\n",  # the first of each counts
+    b"Name : spaced\nVersion: 1\n",  # not a header line: the headers end there
+    b"Name: a\x0cb\nVersion: 1\xe2\x80\xa8x\n",  # not line breaks for the email parser
+])
+def test_metadata_reader_cases(data):
+    assert distributions._parse_metadata(data) == _email_parser_fields(data)
+
+
+def _general_record_files(base: str, data: bytes) -> list[str]:
+    return [f for f in (distributions._resolve(base, e) for e in distributions._record_paths(data)) if f]
+
+
+_RECORD_CHARS = "aB/.,\"\r\n \t\\:\x00é\u2028\x0c\x1f\x85_-"
+_BASES = ["", "lib/python3.12/site-packages", "Lib/site-packages", "a/./b", "a/", ".", "..", "../x", "x\ny", "é"]
+
+
+@settings(max_examples=800, deadline=None)
+@given(st.text(alphabet=_RECORD_CHARS, max_size=120), st.sampled_from(_BASES), st.sampled_from([131072, 6, 2, 1]))
+def test_record_reader_agrees_with_csv_and_resolve(text, base, limit):
+    import csv
+
+    old = csv.field_size_limit(limit)
+    try:
+        data = text.encode("utf-8")
+        fast = [f for f in distributions._record_files(base, data) if f]
+        assert fast == _general_record_files(base, data)
+    finally:
+        csv.field_size_limit(old)
+
+
+@settings(max_examples=500, deadline=None)
+@given(st.lists(st.text(alphabet="aB/.\\: \t\n\x0b\u3000é_", max_size=12), max_size=12), st.sampled_from(_BASES))
+def test_resolve_all_is_resolve_of_each(entries, base):
+    assert distributions._resolve_all(base, entries) == [distributions._resolve(base, e) for e in entries]
+
+
+def test_record_with_every_kind_of_line_break(tmp_path):
+    lines = ["pkg/a.py,sha256=x,1", "pkg/b.py", "pkg/c,d.py", '"pkg/e,f.py",,', "pkg/g.py,,"]
+    for sep in ("\n", "\r\n", "\r", "\n\r"):
+        data = sep.join(lines).encode() + sep.encode()
+        assert [f for f in distributions._record_files("", data) if f] == _general_record_files("", data)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(st.text(alphabet="aB/\\\x00İß_.", max_size=8), max_size=10))
+def test_owner_map_keys_are_key_of_each(paths):
+    assert distributions._keys(paths) == [distributions._key(p) for p in paths]
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(st.tuples(st.sampled_from(["a", "A", "b", "a.b", "a-b"]), st.sampled_from(["x", "y"]),
+                          st.frozensets(st.sampled_from(["p/x", "P/X", "/p/x", "q\\y", "q/y", "r"]), max_size=4)),
+                max_size=5))
+def test_owner_map_is_the_first_distribution_of_each_path(specs):
+    dists = [Distribution(name, "1", info, files) for name, info, files in specs]
+    expected: dict[str, str] = {}
+    for dist in sorted(dists, key=lambda d: (d.canonical_name, d.dist_info)):
+        for path in dist.files:
+            expected.setdefault(distributions._key(path), dist.name)
+    assert owner_map(dists) == expected

@@ -773,3 +773,72 @@ def test_public_api() -> None:
     for name in ("load_rules", "RuleSet", "Family", "ZludaFile", "ZludaRelease", "RulesError", "Pin"):
         assert hasattr(rules_pkg, name)
     assert Family.__dataclass_params__.frozen and RuleSet.__dataclass_params__.frozen
+
+
+# ---------------------------------------------------------------------------
+# load_release reads the lines tools/convert_rules.py writes without the TOML
+# parser (issue 13: a scan that judges driver names reads every release); any
+# other text goes to the parser. Whatever it reads must be what the parser
+# gives, and what the parser refuses it must not read.
+# ---------------------------------------------------------------------------
+
+def test_release_files_read_as_the_toml_parser_reads_them():
+    from cuda4amd.rules import loader
+    from cuda4amd.rules.validate import read_toml
+
+    releases = sorted((shipped_rules_dir() / "zluda").glob("*.toml"))
+    assert len(releases) > 2
+    for path in releases:
+        # every shipped release is plain (else the fast reader would do nothing)
+        assert loader._plain_toml(path.read_text(encoding="utf-8")) == read_toml(path), path
+
+
+_TOML_PIECES = [
+    "[functions.driver]", "[functions.blas]", "[functions.blas.detail]", "[functions]", "[[file]]", "[file]",
+    "[[functions.driver]]", "[[implemented]]", "[[name]]", "[release]", "[ release ]", "[a.b.c]", "[a]", "[[a.b]]",
+    "implemented = [", "stub = [", "    'cuInit',", "    'cuCtxCreate_v2',", '    "it\'s",', "    'a\"b',",
+    "    'tab\there',", "    'bad\x01',", "  'cuInit',", "    'x'", "]", "],", "implemented = []", "x = [ ]",
+    "tag = 'v6'", "tag = \"v6\"", "tag = 'v6' # note", "tag = \"a\\tb\"", "tag='v6'", "bits = 64", "bits = 064",
+    "bits = -1", "bits = 1_000", "bits = +1", "flag = true", "flag = false", "flag = True", "date = 2026-06-26",
+    "name = 'a'", "name = 'b'", "path = 'x'", "cuInit = 'implemented'", "a.b = 1", "\"q\" = 1", "# comment",
+    "  # indented comment", "# bad \x7f comment", "", "   ", "\t", "x = '''", "'''", "key = 'é'", "\ufeffa = 1",
+]
+
+
+def test_plain_toml_reader_agrees_with_the_toml_parser():
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from cuda4amd.rules import loader
+
+    try:
+        import tomllib
+    except ModuleNotFoundError:  # Python 3.10
+        import tomli as tomllib
+
+    @settings(max_examples=2000, deadline=None)
+    @given(st.lists(st.sampled_from(_TOML_PIECES), max_size=14), st.sampled_from(["\n", "\r\n"]))
+    def check(lines, newline):
+        text = newline.join(lines).replace("\r\n", "\n")  # load_release reads it as tomllib.loads does
+        try:
+            expected = tomllib.loads(text)
+        except tomllib.TOMLDecodeError:
+            expected = None
+        try:
+            plain = loader._plain_toml(text)
+        except loader._NotPlain:
+            return  # the parser reads it
+        assert plain == expected
+
+    check()
+
+
+def test_release_that_is_not_plain_or_not_toml_is_read_by_the_parser(tmp_path):
+    shipped = (shipped_rules_dir() / "zluda" / "v6.toml").read_text(encoding="utf-8")
+    # the same release with a spacing the fast reader does not read: the parser's result
+    (tmp_path / "v6.toml").write_text(shipped.replace("tag = 'v6'", "tag   =   'v6'  # spaced"), encoding="utf-8")
+    spaced = load_release(tmp_path / "v6.toml")
+    assert spaced.tag == "v6" and spaced.functions == load_release(shipped_rules_dir() / "zluda" / "v6.toml").functions
+    (tmp_path / "v6.toml").write_text(shipped.replace("[release]", "[release]\n[release]"), encoding="utf-8")
+    with pytest.raises(RulesError, match="not valid TOML"):
+        load_release(tmp_path / "v6.toml")

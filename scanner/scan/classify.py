@@ -113,6 +113,7 @@ def classify_edges(
     cache: dict[tuple[str, str], Identity] = {}
     result = []
     driver_judged: set[str] = set()  # binaries whose named driver functions are on an edge already
+    driver_tables = _DriverTables(rules, release)  # built once for all binaries that name driver functions
     for edge in edges:
         if edge.how == "system":
             result.append(Dependency(edge, NOT_CUDA))
@@ -127,7 +128,7 @@ def classify_edges(
         if (edge.load == "by-name" and identity.zluda_library == "driver" and binary.driver_names is not None
                 and edge.source not in driver_judged):
             driver_judged.add(edge.source)
-            symbols = driver_function_states(binary.driver_names.names, rules, release)
+            symbols = driver_tables.states(binary.driver_names.names)
         else:
             symbols = _symbol_states(binary, edge, identity, rules, release)
         result.append(Dependency(edge, identity, symbols))
@@ -148,19 +149,34 @@ def driver_function_states(names, rules: RuleSet, release: ZludaRelease) -> dict
     tables declare the whole driver API of their CUDA headers); one that an
     other release declares is `missing` from this one.
     """
-    table = _newest_variants(release.functions.get("driver", {}))
-    known: dict[str, str] | None = None  # parsed only when a name is not in this release's table
-    grouped: dict[str, list[str]] = {state: [] for state in SYMBOL_STATES}
-    for name in names:
-        state = table.get(name)
-        if state is None:
-            if known is None:
-                known = _newest_variants(_declared_driver_functions(rules))
-            if name not in known:
-                continue  # a message or another API's identifier, not a driver function
-            state = "missing"
-        grouped[state].append(name)
-    return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
+    return _DriverTables(rules, release).states(names)
+
+
+class _DriverTables:
+    """The tables driver_function_states judges by, each built on first need and
+    kept for the next binary (classify_edges judges every binary that names
+    driver functions with one: building them per binary cost more than judging)."""
+
+    def __init__(self, rules: RuleSet, release: ZludaRelease) -> None:
+        self.rules, self.release = rules, release
+        self._table: dict[str, str] | None = None
+        self._known: dict[str, str] | None = None  # only when a name is not in this release's table
+
+    def states(self, names) -> dict[str, tuple[str, ...]]:
+        if self._table is None:
+            self._table = _newest_variants(self.release.functions.get("driver", {}))
+        table = self._table
+        grouped: dict[str, list[str]] = {state: [] for state in SYMBOL_STATES}
+        for name in names:
+            state = table.get(name)
+            if state is None:
+                if self._known is None:
+                    self._known = _newest_variants(_declared_driver_functions(self.rules))
+                if name not in self._known:
+                    continue  # a message or another API's identifier, not a driver function
+                state = "missing"
+            grouped[state].append(name)
+        return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
 
 
 def _newest_variants(table) -> dict[str, str]:

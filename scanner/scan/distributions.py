@@ -19,9 +19,8 @@ import posixpath
 import re
 import zipfile
 from dataclasses import dataclass
-from email.parser import HeaderParser
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import Collection, Iterable, Iterator, cast
 
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
 from cuda4amd.scan.read.engine import open_regular
@@ -71,10 +70,27 @@ def owner_map(distributions: Iterable[Distribution]) -> OwnerMap:
     list the same file (namespace `__init__.py`, a file overwritten by a later
     install), the one whose name sorts first wins, so the result is stable."""
     owners = OwnerMap()
-    for dist in sorted(distributions, key=lambda d: (d.canonical_name, d.dist_info)):
-        for path in dist.files:
-            owners.setdefault(_key(path), dist.name)
+    # in reverse, each distribution's keys replacing those of the ones after it
+    # in that order: one C-level update per distribution (insertion order aside,
+    # the same map as setdefault() in order, without a call per file)
+    for dist in reversed(sorted(distributions, key=lambda d: (d.canonical_name, d.dist_info))):
+        owners.update(dict.fromkeys(_keys(dist.files), dist.name))
     return owners
+
+
+def _keys(paths: Collection[str]) -> list[str]:
+    """[_key(path) for path in paths], for all of them at once where that is the
+    same (a venv's distributions list some 70,000 files; a call each was most of
+    owner_map): with no '\\' and no path starting with '/', a key is the
+    casefolded path, and casefolding goes character by character."""
+    joined = "\0".join(paths)
+    # min(): a path starting with '/' sorts before any starting with a letter,
+    # digit or '_' (nearly every path); only otherwise is each one looked at
+    if "\\" not in joined and (not paths or min(paths)[:1] > "/" or not any(p[:1] == "/" for p in paths)):
+        keys = joined.casefold().split("\0")
+        if len(keys) == len(paths):  # else a path held a NUL
+            return keys
+    return [_key(path) for path in paths]
 
 
 def owner_of(owners: dict[str, str], path: str) -> str | None:
@@ -174,21 +190,20 @@ def _from_site_dir(site: Path, prefix: str) -> Iterator[Distribution]:
         if e.name.lower().endswith(".dist-info"):
             if not is_dir:
                 continue
-            meta = _read_bytes(Path(e.path) / "METADATA", _MAX_METADATA_BYTES)
-            record = _read_bytes(Path(e.path) / "RECORD", _MAX_RECORD_BYTES)
-            paths = _record_paths(record) if record is not None else []
-            yield _make(e.name, rel_meta, meta, _resolve_all(prefix, paths))
+            meta = _read_bytes(os.path.join(e.path, "METADATA"), _MAX_METADATA_BYTES)
+            record = _read_bytes(os.path.join(e.path, "RECORD"), _MAX_RECORD_BYTES)
+            yield _make(e.name, rel_meta, meta, _record_files(prefix, record) if record is not None else [])
         else:  # .egg-info: a folder (PKG-INFO, installed-files.txt) or a lone PKG-INFO file
             if is_dir:
-                meta = _read_bytes(Path(e.path) / "PKG-INFO", _MAX_METADATA_BYTES)
-                listing = _read_bytes(Path(e.path) / "installed-files.txt", _MAX_RECORD_BYTES)
+                meta = _read_bytes(os.path.join(e.path, "PKG-INFO"), _MAX_METADATA_BYTES)
+                listing = _read_bytes(os.path.join(e.path, "installed-files.txt"), _MAX_RECORD_BYTES)
                 lines = _lines(listing) if listing is not None else []
                 # installed-files.txt is relative to the .egg-info folder itself
                 files = [_resolve(rel_meta, p) for p in lines]
                 if meta is not None:
                     files.append(rel_meta + "/PKG-INFO")
             else:
-                meta = _read_bytes(Path(e.path), _MAX_METADATA_BYTES)
+                meta = _read_bytes(e.path, _MAX_METADATA_BYTES)
                 files = [rel_meta]
             yield _make(e.name, rel_meta, meta, files)
 
@@ -233,7 +248,7 @@ def _from_archive(path: Path) -> list[Distribution]:
             if base.lower().endswith(".dist-info"):
                 meta = read(rel_meta + "/METADATA", _MAX_METADATA_BYTES)
                 record = read(rel_meta + "/RECORD", _MAX_RECORD_BYTES)
-                listed = _resolve_all(parent, _record_paths(record) if record is not None else [])
+                listed = _record_files(parent, record) if record is not None else []
             else:
                 meta = read(rel_meta + "/PKG-INFO", _MAX_METADATA_BYTES)
                 listing = read(rel_meta + "/installed-files.txt", _MAX_RECORD_BYTES)
@@ -253,8 +268,19 @@ def _make(folder_name: str, rel_meta: str, metadata: bytes | None, files: Iterab
         name=name or dir_name,
         version=version or dir_version or UNKNOWN_VERSION,
         dist_info=rel_meta,
-        files=frozenset(f for f in files if f),
+        files=_present(files),
     )
+
+
+def _present(files: Iterable[str | None]) -> frozenset[str]:
+    """The files that are there (not None, not ""), without a call per file (70,000 a venv)."""
+    found = frozenset(files)
+    if None in found or "" in found:
+        found = found - _NO_FILES
+    return cast("frozenset[str]", found)
+
+
+_NO_FILES = frozenset((None, ""))
 
 
 def _split_folder_name(folder_name: str) -> tuple[str, str | None]:
@@ -266,24 +292,78 @@ def _split_folder_name(folder_name: str) -> tuple[str, str | None]:
     return name or stem, version or None
 
 
-_HEADER_END = re.compile(r"\r?\n\r?\n")
+#: a line the email parser takes for a header (or continuation): CPython
+#: Lib/email/feedparser.py `headerRE`; the first other line ends the headers
+_HEADER_LINE = re.compile(r"From |[\041-\071\073-\176]*:|[\t ]")
+#: lines with their endings, as the email parser's buffer splits them
+#: (io.StringIO(newline="")): '\r\n', '\r' or '\n'
+_HEADER_LINES = re.compile(r"[^\r\n]*(?:\r\n|\r|\n)")
+_WANTED_HEADERS = frozenset(("name", "version"))
 
 
 def _parse_metadata(data: bytes | None) -> tuple[str | None, str | None]:
     if not data:
         return None, None
-    text = data.decode("utf-8", "replace")
-    # The headers end at the first empty line (core metadata is RFC 822): the long
-    # description after it is most of a METADATA file and the email parser fed it
-    # line by line (0.2 s for 198 distributions of a real venv).
-    head = _HEADER_END.split(text, 1)[0] + "\n"
-    try:
-        headers = HeaderParser().parsestr(head, headersonly=True)
-        name = headers.get("Name")
-        version = headers.get("Version")
-    except Exception:  # the email parser is lenient, but be sure: metadata never stops a scan
-        return None, None
-    return _clean(name), _clean(version)
+    # Only the headers are read: the long description after them is most of a
+    # METADATA file, and the email parser cost 1 ms a distribution.
+    head = data[: _header_end(data)].decode("utf-8", "replace") + "\n"
+    headers = _first_headers(head, _WANTED_HEADERS)
+    return _clean(headers.get("name")), _clean(headers.get("version"))
+
+
+def _header_end(data: bytes) -> int | None:
+    """Where the headers end: the first empty line (core metadata is RFC 822
+    headers, packaging.python.org/specifications/core-metadata), i.e. where the
+    regex \\r?\\n\\r?\\n first matches, None if nowhere. Found in the bytes
+    ('\\r' and '\\n' are never part of a UTF-8 sequence, so the decoded text
+    ends at the same place) with two plain searches: the regex tried every
+    position of the headers. A match holds a '\\n' followed by '\\n' or
+    '\\r\\n'; the first such '\\n' starts the first match, or the '\\r' before it."""
+    ends = [at for at in (data.find(b"\n\n"), data.find(b"\n\r\n")) if at >= 0]
+    if not ends:
+        return None
+    at = min(ends)
+    return at - 1 if at > 0 and data[at - 1] == 0x0D else at
+
+
+def _first_headers(text: str, wanted: frozenset[str]) -> dict[str, str]:
+    """Lower-cased header name -> the value of its first occurrence, for the
+    `wanted` names (lower case), exactly as email.parser.HeaderParser (policy
+    compat32) reads them and Message.get returns them: folded lines joined with
+    their line breaks kept, the value's leading blanks and trailing line break
+    removed (CPython Lib/email/feedparser.py FeedParser._parsegen and
+    _parse_headers, Lib/email/_policybase.py Compat32.header_source_parse).
+    `text` ends with a line break. Stops once every wanted name is read."""
+    found: dict[str, str] = {}
+    current: list[str] = []  # the lines of the header being read
+    for match in _HEADER_LINES.finditer(text):
+        line = match.group()
+        if not _HEADER_LINE.match(line):
+            break  # an empty line or the start of a body ends the headers
+        if line[0] in " \t":
+            if current:
+                current.append(line)  # a continuation (one before any header is dropped)
+            continue
+        if current:
+            _add_header(found, current, wanted)
+            current = []
+            if len(found) == len(wanted):
+                return found
+        # A Unix "From " envelope line is no header (the parser takes it for the
+        # envelope, or a misplaced one, or when last for the body: skipped all
+        # the same), nor is a line starting with ':' (no name).
+        if not line.startswith("From ") and line[0] != ":":
+            current = [line]
+    if current:
+        _add_header(found, current, wanted)
+    return found
+
+
+def _add_header(found: dict[str, str], lines: list[str], wanted: frozenset[str]) -> None:
+    name, value = lines[0].split(":", 1)
+    name = name.lower()
+    if name in wanted and name not in found:
+        found[name] = (value.lstrip(" \t") + "".join(lines[1:])).rstrip("\r\n")
 
 
 def _clean(value) -> str | None:
@@ -295,12 +375,19 @@ def _clean(value) -> str | None:
     return value
 
 
-def _read_bytes(path: Path, limit: int) -> bytes | None:
+def _read_bytes(path: str, limit: int) -> bytes | None:
     """At most `limit` bytes of a regular file (a FIFO named METADATA or RECORD
     is not waited on: open_regular opens non-blocking and checks the type)."""
     try:
         with open_regular(path) as f:
-            return f.read(limit)
+            # A read of `limit` bytes allocates that much first (64 MiB for a
+            # RECORD: most of reading one); one byte more than the file's size
+            # tells a file grown since from one read to its end.
+            want = min(limit, os.fstat(f.fileno()).st_size + 1)
+            data = f.read(want)
+            if len(data) == want < limit:
+                data += f.read(limit - want)
+            return data
     except OSError:
         return None
 
@@ -330,27 +417,107 @@ def _record_paths(data: bytes) -> list[str]:
     return paths
 
 
+#: a '\r' that does not end a line: the csv reader refuses it in an unquoted field
+_LONE_CR = re.compile(r"\r(?!\n)")
+#: a line's fields after its first, up to the line break
+_LATER_FIELDS = re.compile(r",[^\n]*")
+
+
+def _record_files(base: str, data: bytes) -> list[str | None]:
+    """The files a RECORD lists, relative to `base`: _resolve_all(base,
+    _record_paths(data)), except that a blank entry is None here, not left out.
+
+    Nearly every RECORD has no quoted field (no '"' at all), no '\r' but in
+    line breaks and no line near the csv module's field size limit: then the
+    csv reader cannot fail, and its first field of a line is the text before
+    the line's first ','; one substitution over the whole file gives all of
+    them (the csv reader built a row of three fields per listed file)."""
+    text = data.decode("utf-8", "replace")
+    if "\x00" in text:  # a plain search is a tenth of a replace that finds nothing
+        text = text.replace("\x00", "")
+    if '"' in text or _LONE_CR.search(text) is not None or _may_have_long_line(text, csv.field_size_limit()):
+        return list(_resolve_all(base, _record_paths(data)))
+    firsts = _LATER_FIELDS.sub("", text)
+    if "\r" in firsts:  # a line without a ',' kept its '\r\n'
+        firsts = firsts.replace("\r", "")
+    if firsts.endswith("\n"):
+        firsts = firsts[:-1]  # no line after the last line break
+    elif not firsts:
+        return []
+    return _resolve_lines(base, firsts)
+
+
+def _may_have_long_line(text: str, limit: int) -> bool:
+    """Whether a line of `text` may be `limit` characters or longer: such a line
+    spans a whole limit/2 stretch of the text without a line break, so looking
+    at each of those few stretches is enough (a False is certain)."""
+    stretch = limit // 2
+    if stretch < 1:
+        return True
+    return any(text.find("\n", start, start + stretch) < 0 for start in range(0, len(text) - stretch + 1, stretch))
+
+
 def _join(prefix: str, rel: str) -> str:
     return f"{prefix}/{rel}" if prefix else rel
 
 
+#: in the entries joined by line breaks (and one before and after), an entry that
+#: _resolve may change: one after a line break that is empty, blank at its
+#: start, absolute ("/x", "C:x") or starting with "."; a '/' ending an entry or
+#: followed by '/' or '.' (an empty, "." or ".." segment)
+_NOT_PLAIN_START = re.compile(r"\n(?=[/.\s]|[^\n]:)")
+_NOT_PLAIN_SLASH = re.compile(r"/(?=[/.\n])")
+#: the ASCII characters str.strip() removes, but the line break
+_ASCII_BLANKS = " \t\r\x0b\x0c\x1c\x1d\x1e\x1f"
+
+
 def _resolve_all(base: str, entries: Iterable[str]) -> list[str | None]:
-    """_resolve of each entry, with the common case inline: a RECORD lists every
-    file of a distribution (tens of thousands in a venv) and nearly all are plain
-    relative paths, for which the result is just base/entry; a function call and
-    a normpath per entry were most of find_distributions' time."""
-    if not _is_normal(base) or base == ".." or base.startswith("../"):
+    """[_resolve(base, entry) for entry in entries] (see _resolve_lines)."""
+    entries = list(entries)
+    lines = "\n".join(entries)
+    if not entries or lines.count("\n") != len(entries) - 1:  # none, or an entry with a line break
         return [_resolve(base, entry) for entry in entries]
+    return _resolve_lines(base, lines)
+
+
+def _resolve_lines(base: str, lines: str) -> list[str | None]:
+    """[_resolve(base, entry) for entry in lines.split("\n")], with the common
+    case done on all entries at once: a RECORD lists every file of a
+    distribution (tens of thousands in a venv) and nearly all are plain
+    relative paths below a normalised base, for which the result is just
+    base/entry. The few that are not are found by two regex searches over the
+    text and resolved one by one: a function call (or even a few string tests)
+    per entry was most of find_distributions' time."""
     head = base + "/" if base else ""
-    result: list[str | None] = []
-    for entry in entries:
-        plain = entry.strip().replace("\\", "/")
-        if (plain and plain[0] != "/" and plain[1:2] != ":" and plain[-1] != "/" and "//" not in plain
-                and "/." not in "/" + plain):
-            result.append(head + plain)  # no empty, "." or ".." segment: already normal, inside the target
-        else:
-            result.append(_resolve(base, entry))
+    if not _is_normal(base) or base == ".." or base.startswith("../") or "\n" in head:
+        return [_resolve(base, entry) for entry in lines.split("\n")]
+    if "\\" in lines:
+        lines = lines.replace("\\", "/")  # as _resolve does (after strip(), which no '\\' or '/' changes)
+    paths = (head + lines.replace("\n", "\n" + head) if head else lines).split("\n")
+    result: list[str | None] = list(paths)
+    for index in _not_plain("\n" + lines + "\n"):
+        result[index] = _resolve(base, paths[index][len(head):])
     return result
+
+
+def _not_plain(joined: str) -> set[int]:
+    """Indices of the entries _resolve may change (see _NOT_PLAIN_START); `joined`
+    is "\\n" + the entries joined by "\\n", '\\' as '/', + "\\n"."""
+    found: set[int] = set()
+    line, at = 0, 0  # the number of line breaks before `at`
+    for match in _NOT_PLAIN_START.finditer(joined):
+        line += joined.count("\n", at, match.start())
+        at = match.start()
+        found.add(line)  # the entry after this line break
+    line, at = 0, 0
+    for match in _NOT_PLAIN_SLASH.finditer(joined):
+        line += joined.count("\n", at, match.start())
+        at = match.start()
+        found.add(line - 1)  # the entry this '/' is in
+    if not joined.isascii() or any(blank in joined for blank in _ASCII_BLANKS):
+        entries = joined[1:-1].split("\n")
+        found.update(index for index, entry in enumerate(entries) if entry.strip() != entry)
+    return found
 
 
 @functools.lru_cache(maxsize=256)

@@ -118,20 +118,37 @@ def resolve_edges(
         {posixpath.dirname(b.path) for b in binaries if b.info.format == "PE" and b.info.kind == "exe"},
         key=lambda d: (d.count("/"), d),
     )
+    # Each system name is looked up once, each template expanded once (both
+    # depend on their arguments only); a binary's search folders are worked
+    # out once, not for every name it loads.
+    kinds: dict[tuple[str, str], str | None] = {}
+
+    def system_kind(name: str, platform: Platform) -> str | None:
+        key = (name, platform)
+        if key not in kinds:
+            kinds[key] = system.system_kind(name, platform)
+        return kinds[key]
+
+    expansions: dict[tuple[str, str], Sequence[str]] = {}
+
+    def expand_once(template: str, platform: Platform) -> Sequence[str]:
+        key = (template, platform)
+        if key not in expansions:
+            expansions[key] = tuple(expand(template, platform))
+        return expansions[key]
+
     edges: list[Edge] = []
     for binary in binaries:
         platform = platform_of(binary)
-
-        def resolve(name):
-            return _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system, reach)
-
+        resolve = _Resolver(binary, platform, index, disk, extra, app_folders, target_root, system_kind,
+                            reach).resolve
         for imported in binary.info.imports:
-            resolved, how, in_tree, system_kind, via = resolve(imported.name)
+            resolved, how, in_tree, system_kind_of, via = resolve(imported.name)
             edges.append(
                 Edge(binary.path, imported.name, imported.load, imported.symbols, imported.ordinals,
-                     platform, resolved, how, in_tree, system_kind, via=via)
+                     platform, resolved, how, in_tree, system_kind_of, via=via)
             )
-        edges += _by_name_edges(binary, platform, resolve, expand)
+        edges += _by_name_edges(binary, platform, resolve, expand_once)
     return edges
 
 
@@ -187,54 +204,85 @@ def _by_name_edges(binary: ScannedBinary, platform: Platform, resolve, expand) -
     return edges
 
 
-def _resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system, reach):
-    here = posixpath.dirname(binary.path)
-    if "/" in name or (platform == "windows" and "\\" in name):
-        rel = posixpath.normpath(posixpath.join(here, name.replace("\\", "/")))
-        hit = index.at(rel, platform)
-        return (hit, "same-folder", True, None, None) if hit else _outside(name, platform, system)
+def _prefix(folder: str) -> str:
+    """What posixpath.join(folder, name) puts before a name without '/'."""
+    return folder if not folder or folder.endswith("/") else folder + "/"
 
-    if platform == "windows":
-        for folder, how in [(here, "same-folder")] + [(f, "app-folder") for f in app_folders if f != here]:
-            hit = index.at(posixpath.join(folder, name) if folder else name, platform)
-            if hit:
-                return hit, how, True, None, None
-    else:
+
+class _Resolver:
+    """Where one binary's loader finds a library name (see resolve_edges)."""
+
+    def __init__(self, binary: ScannedBinary, platform: Platform, index: _TreeIndex, disk: _DiskLookup,
+                 extra: list[str], app_folders: list[str], target_root: Path | None, system_kind, reach):
+        self.binary, self.platform, self.index, self.disk = binary, platform, index, disk
+        self.extra, self.target_root, self.system_kind, self.reach = extra, target_root, system_kind, reach
+        self.here = here = posixpath.dirname(binary.path)
+        # Windows: the binary's folder, then the application folders, as
+        # casefolded prefixes of index.folded keys (casefolding goes character
+        # by character, so folding prefix and name apart is folding the path)
+        self.folders: list[tuple[str, str]] = []
+        # ELF, in search order: (a prefix in the tree, or None; a folder outside
+        # it, or None; whether a file found there is normalised; how)
+        self.search: list[tuple[str | None, str | None, bool, str]] = []
+        if platform == "windows":
+            self.folders = [(_prefix(here).casefold(), "same-folder")] + [
+                (_prefix(f).casefold(), "app-folder") for f in app_folders if f != here]
+            return
         info = binary.info
-        search = [(p, "rpath") for p in info.rpath] if not info.runpath else []
-        search += [(p, "runpath") for p in info.runpath]
-        for raw, how in search:
+        entries = [(p, "rpath") for p in info.rpath] if not info.runpath else []
+        entries += [(p, "runpath") for p in info.runpath]
+        for raw, how in entries:
             folder = raw.replace("${ORIGIN}", "$ORIGIN")
             if folder.startswith("$ORIGIN"):
-                rel = posixpath.normpath(posixpath.join(here, folder[len("$ORIGIN"):].lstrip("/")))
-                hit = index.at(posixpath.join(rel, name) if rel != "." else name, platform) if not rel.startswith("..") else None
+                below = folder[len("$ORIGIN"):].lstrip("/")
+                rel = posixpath.normpath(posixpath.join(here, below))
+                if not rel.startswith(".."):
+                    self.search.append(("" if rel == "." else _prefix(rel), None, False, how))
+                elif target_root is not None:  # $ORIGIN/.. leaving the tree
+                    self.search.append((None, os.path.join(target_root, here, below), True, how))
+            elif folder.startswith("/"):
+                self.search.append((None, folder, False, how))
+
+    def resolve(self, name: str) -> tuple[str | None, str, bool, str | None, str | None]:
+        platform, index, disk = self.platform, self.index, self.disk
+        if "/" in name or (platform == "windows" and "\\" in name):
+            rel = posixpath.normpath(posixpath.join(self.here, name.replace("\\", "/")))
+            hit = index.at(rel, platform)
+            return (hit, "same-folder", True, None, None) if hit else _outside(name, platform, self.system_kind)
+
+        if platform == "windows":
+            folded = name.casefold()
+            for folder, how in self.folders:
+                hit = index.folded.get(folder + folded)
                 if hit:
                     return hit, how, True, None, None
-                if target_root is not None and rel.startswith(".."):
-                    outside = disk.find(os.path.join(target_root, here, folder[len("$ORIGIN"):].lstrip("/")), name, platform)
+        else:
+            for in_tree, outside_folder, normalise, how in self.search:
+                if in_tree is not None:
+                    hit = index.exact.get(in_tree + name)
+                    if hit:
+                        return hit, how, True, None, None
+                elif outside_folder is not None:
+                    outside = disk.find(outside_folder, name, platform)
                     if outside:
-                        return os.path.normpath(outside), how, False, None, None
-            elif folder.startswith("/"):
-                outside = disk.find(folder, name, platform)
-                if outside:
-                    return outside, how, False, None, None
+                        return os.path.normpath(outside) if normalise else outside, how, False, None, None
 
-    kind = system.system_kind(name, platform)
-    if kind is not None:
-        return None, "system", False, kind, None
-    for folder in extra:
-        outside = disk.find(folder, name, platform)
-        if outside:
-            return outside, "search-path", False, None, None
-    for hit in index.everywhere(name, platform):
-        allowed, via = reach(binary.path, hit)
-        if allowed:
-            return hit, "framework-folder" if via else "elsewhere-in-tree", True, None, via
-    return None, "unresolved", False, None, None
+        kind = self.system_kind(name, platform)
+        if kind is not None:
+            return None, "system", False, kind, None
+        for folder in self.extra:
+            outside = disk.find(folder, name, platform)
+            if outside:
+                return outside, "search-path", False, None, None
+        for hit in index.everywhere(name, platform):
+            allowed, via = self.reach(self.binary.path, hit)
+            if allowed:
+                return hit, "framework-folder" if via else "elsewhere-in-tree", True, None, via
+        return None, "unresolved", False, None, None
 
 
-def _outside(name, platform, system):
-    kind = system.system_kind(posixpath.basename(name.replace("\\", "/")), platform)
+def _outside(name, platform, system_kind):
+    kind = system_kind(posixpath.basename(name.replace("\\", "/")), platform)
     if kind is not None:
         return None, "system", False, kind, None
     return None, "unresolved", False, None, None
