@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Iterator, Literal, Mapping, Sequence
+from typing import Any, Literal, Mapping, Sequence
 
 from cuda4amd.model import SYMBOL_STATES
 from cuda4amd.rules.frameworks import Framework, load_frameworks
@@ -715,7 +715,7 @@ _COMMIT_RE = re.compile(r"^[0-9a-f]{7,40}$")
 def load_release(path: str | os.PathLike[str]) -> ZludaRelease:
     """Parse and validate one zluda/<tag>.toml file."""
     path = Path(path)
-    doc = _read_release_toml(path)
+    doc = read_toml(path)
     prov = read_provenance(path, doc)
     top_level(path, doc, ("provenance", "release", "file", "functions", "redirect"))
     if "release" not in doc:
@@ -741,112 +741,6 @@ def load_release(path: str | os.PathLike[str]) -> ZludaRelease:
         details=MappingProxyType(details),
         provenance=prov,
     )
-
-
-#: the lines of the TOML that tools/convert_rules.py writes for a release (TOML
-#: 1.0 syntax, toml.io/en/v1.0.0): blank or comment, `[table.name]`,
-#: `[[array.of.tables]]`, `key = value` with a literal or escape-free basic
-#: string, a decimal integer, a boolean, `[]` or `[` opening an array written
-#: one string a line; strings and comments hold no control character but tab
-_TOML_LINE = re.compile(
-    r"[ \t]*(?:#[^\x00-\x08\x0a-\x1f\x7f]*)?"
-    r"|\[(?P<table>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\]"
-    r"|\[\[(?P<array>[A-Za-z0-9_-]+(?:\.[A-Za-z0-9_-]+)*)\]\]"
-    r"|(?P<key>[A-Za-z0-9_-]+) = (?:'(?P<literal>[^'\x00-\x08\x0a-\x1f\x7f]*)'"
-    r"|\"(?P<basic>[^\"\\\x00-\x08\x0a-\x1f\x7f]*)\"|(?P<int>0|-?[1-9][0-9]*)|(?P<bool>true|false)|(?P<empty>\[\])|(?P<list>\[))")
-_TOML_ITEM = re.compile(r"    (?:'([^'\x00-\x08\x0a-\x1f\x7f]*)'|\"([^\"\\\x00-\x08\x0a-\x1f\x7f]*)\"),")
-
-
-class _NotPlain(Exception):
-    """The text is more than _plain_toml reads: the TOML parser reads it."""
-
-
-def _read_release_toml(path: Path) -> dict[str, Any]:
-    """read_toml(path), sooner for the way release files are written.
-
-    The TOML parser takes microseconds per value and a release holds thousands
-    (a scan that judges driver names reads every release). The lines
-    tools/convert_rules.py writes (_TOML_LINE) are read here, one regex match a
-    line; a line of any other shape, or a key or table that is already there
-    (which TOML may allow or refuse), and the whole text goes to read_toml, so
-    what is not plain, and every error, is the TOML parser's own."""
-    try:
-        text = path.read_bytes().decode()
-    except (OSError, UnicodeError):
-        return read_toml(path)
-    try:
-        return _plain_toml(text.replace("\r\n", "\n"))  # as tomllib reads it
-    except _NotPlain:
-        return read_toml(path)
-
-
-def _plain_toml(text: str) -> dict[str, Any]:
-    """The document of a TOML text made only of _TOML_LINE lines; _NotPlain else."""
-    root: dict[str, Any] = {}
-    table = root
-    arrays_of_tables: set[int] = set()  # id() of the lists made by [[...]] headers
-    lines = iter(text.split("\n"))
-    for line in lines:
-        match = _TOML_LINE.fullmatch(line)
-        if match is None:
-            raise _NotPlain
-        key = match["key"]
-        if key is not None:
-            if key in table:
-                raise _NotPlain
-            if match["literal"] is not None:
-                table[key] = match["literal"]
-            elif match["basic"] is not None:
-                table[key] = match["basic"]
-            elif match["int"] is not None:
-                table[key] = int(match["int"])
-            elif match["bool"] is not None:
-                table[key] = match["bool"] == "true"
-            elif match["empty"] is not None:
-                table[key] = []
-            else:
-                table[key] = _plain_array(lines)
-        elif match["table"] is not None:
-            *parents, name = match["table"].split(".")
-            outer = _plain_parents(root, parents)
-            if name in outer:
-                raise _NotPlain  # defined before, explicitly or as a parent: TOML's rules decide
-            table = outer[name] = {}
-        elif match["array"] is not None:
-            *parents, name = match["array"].split(".")
-            outer = _plain_parents(root, parents)
-            if name not in outer:
-                outer[name] = []
-                arrays_of_tables.add(id(outer[name]))
-            elif id(outer[name]) not in arrays_of_tables:
-                raise _NotPlain
-            table = {}
-            outer[name].append(table)
-    return root
-
-
-def _plain_parents(root: dict[str, Any], names: list[str]) -> dict[str, Any]:
-    """The table a header's last name goes in, its parents made where missing."""
-    table = root
-    for name in names:
-        if name not in table:
-            table[name] = {}
-        elif not isinstance(table[name], dict):
-            raise _NotPlain  # a value, or an array of tables (its last table): TOML's rules decide
-        table = table[name]
-    return table
-
-
-def _plain_array(lines: Iterator[str]) -> list[str]:
-    items: list[str] = []
-    for line in lines:
-        if line == "]":
-            return items
-        match = _TOML_ITEM.fullmatch(line)
-        if match is None:
-            raise _NotPlain
-        items.append(match[1] if match[1] is not None else match[2])
-    raise _NotPlain  # the text ended inside the array
 
 
 def _release_functions(path: Path, doc: dict[str, Any]) -> tuple[dict[str, Mapping[str, str]],
