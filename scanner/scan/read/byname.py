@@ -122,10 +122,11 @@ from __future__ import annotations
 
 import bz2
 import itertools
+import math
 import re
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from cuda4amd.model import BinaryInfo, NameReference, platform_of
@@ -370,14 +371,205 @@ def _trie_regex(words: Iterable[bytes]) -> bytes:
     return build(trie)
 
 
+#: One whole-string pass: its regex, and per capturing group how many bytes
+#: before the group the string starts and its bytes per character (1: ASCII,
+#: 2: UTF-16LE). The last group that matched says which string it is.
+_Pass = tuple["re.Pattern[bytes]", tuple[tuple[int, int], ...]]
+
+# Cost model of one pass, measured with CPython 3.11's sre on the .rodata of
+# libllvmlite.so (59 MiB, a third NULs), libtorch_cuda.so (9 MiB of text, 3%
+# NULs) and ctranslate2.dll (8 MiB, 7% NULs): a regex that starts with one
+# literal byte skips to the next such byte at about 0.35 ns a byte; each
+# occurrence of that byte costs a match attempt, about 15 ns (20 ns for the
+# NUL-led trie of every string, whose attempt starts at every NUL).
+_NS_PER_BYTE = 0.35
+_NS_PER_ATTEMPT = 15.0
+_NS_PER_NUL = 20.0
+#: Read-only data below this size is searched with the default plan (choosing
+#: one costs more than it saves).
+PLAN_MIN = 1 << 20
+#: The sample a plan is chosen from: this many windows of this many bytes.
+PLAN_WINDOWS = 64
+PLAN_WINDOW = 256
+#: Plans compiled per platform at most (a hostile tree cannot make every
+#: binary compile its own).
+MAX_PLANS = 8
+
+
+def _trie_group(strings: list[bytes]) -> bytes:
+    return b"(" + _trie_regex(strings) + b")"
+
+
+def _nul_passes(ascii_words: list[bytes], wide_words: list[bytes]) -> tuple[_Pass, ...]:
+    """The NUL-led plan: one regex per encoding, each string between NULs
+    (the way the search was first written; cheap where NULs are few)."""
+    passes: list[_Pass] = []
+    if ascii_words:
+        regex = re.compile(b"\x00" + _trie_group(ascii_words) + b"(?=\x00)", re.DOTALL)
+        passes.append((regex, ((0, 1),)))
+    if wide_words:
+        regex = re.compile(b"\x00\x00" + _trie_group([_wide(w) for w in wide_words]) + b"(?=\x00\x00)",
+                           re.DOTALL)
+        passes.append((regex, ((0, 2),)))
+    return tuple(passes)
+
+
+def _anchored_passes(ascii_words: list[bytes], wide_words: list[bytes],
+                     anchors: tuple[int, ...]) -> tuple[_Pass, ...]:
+    """The anchored plan: one regex per anchor byte (every string contains
+    one of ``anchors``), for the strings whose first anchor byte it is.
+
+    Each regex starts with its anchor as a literal: sre then skips to the
+    next anchor byte in a tight loop instead of starting a match at every
+    NUL. After the anchor, a trie of what follows it in the strings; each
+    string ends in a lookbehind for the whole string with the NUL(s) before
+    it, a lookahead for the NUL(s) after and an empty group that names it.
+    A string is looked for only at its first anchor byte, so each occurrence
+    matches once (strings between NULs never overlap). A lookbehind may look
+    before the searched range: the caller checks where the string starts."""
+    if wide_words and any(len(w) < 2 for w in ascii_words):
+        # a one-byte string between NULs also sits inside UTF-16 text: its own passes, or
+        # one match would hide the other
+        return _anchored_passes(ascii_words, [], anchors) + _anchored_passes([], wide_words, anchors)
+    grouped: dict[int, list[tuple[bytes, bytes, int]]] = {}
+    for word, width in sorted({(w, 1) for w in ascii_words} | {(w, 2) for w in wide_words}):
+        k = min(word.index(a) for a in anchors if a in word)
+        grouped.setdefault(word[k], []).append((word, word[k + 1:], width))
+    passes: list[_Pass] = []
+    for anchor in sorted(grouped):
+        leaves = []
+        for word, rest, width in grouped[anchor]:
+            if width == 1:
+                behind, ahead = b"\x00" + word, b"\x00"
+            else:  # the rest starts with the anchor's high byte
+                behind, ahead = b"\x00\x00" + _wide(word), b"\x00\x00"
+                rest = b"\x00" + _wide(rest)
+            leaf = b"(?<=" + re.escape(behind) + b")(?=" + re.escape(ahead) + b")()"
+            leaves.append((rest, leaf, (width * len(word), width)))
+        body, branches = _leaf_trie(leaves)
+        passes.append((re.compile(re.escape(bytes([anchor])) + body, re.DOTALL), branches))
+    return tuple(passes)
+
+
+def _leaf_trie(entries: list[tuple[bytes, bytes, tuple[int, int]]]) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+    """A trie of the ``(text, leaf, branch)`` entries' texts, each ending in
+    its leaf pattern (one capturing group); returns it and the branches in
+    the order of their groups. Alternatives start with their literal byte
+    where they can (sre rejects those without entering them); leaves last."""
+    trie: dict = {}
+    for text, leaf, branch in entries:
+        node = trie
+        for byte in text:
+            node = node.setdefault(byte, {})
+        node.setdefault(None, []).append((leaf, branch))
+    branches: list[tuple[int, int]] = []
+
+    def build(node: dict) -> bytes:
+        alternatives = [re.escape(bytes([b])) + build(child) for b, child in sorted(
+            ((b, c) for b, c in node.items() if b is not None))]
+        for leaf, branch in node.get(None, []):
+            alternatives.append(leaf)
+            branches.append(branch)
+        return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
+
+    return build(trie), tuple(branches)
+
+
+def _wide(text: bytes) -> bytes:
+    return text.decode("latin-1").encode("utf-16-le")
+
+
+def _cover(words: Iterable[bytes], cost: dict[int, float] | None = None) -> tuple[int, ...]:
+    """Anchor bytes such that every word contains one, sorted: greedy, the
+    byte with the least cost per word not yet covered first (without
+    ``cost``: the byte most words contain; ties to the lower byte); then
+    each byte that the others make redundant is dropped."""
+    left = {w for w in words if w}  # the rules refuse empty strings
+    chosen: list[int] = []
+    while left:
+        counts: dict[int, int] = {}
+        for word in left:
+            for byte in set(word):
+                counts[byte] = counts.get(byte, 0) + 1
+        best = min(counts, key=lambda b: ((cost[b] if cost else 1.0) / counts[b], b))
+        chosen.append(best)
+        left = {w for w in left if best not in w}
+    everything = {w for w in words if w}
+    for byte in sorted(chosen, key=lambda b: -(cost[b] if cost else 0.0)):
+        rest = [a for a in chosen if a != byte]
+        if all(any(a in w for a in rest) for w in everything):
+            chosen = rest
+    return tuple(sorted(chosen))
+
+
+@dataclass
+class _WholeStrings:
+    """Heads, fragments and version templates as whole strings (heads in
+    UTF-16LE too, PE only), and the plans that search them: NUL-led or
+    anchored on a cover of bytes, chosen per binary from a sample of its
+    read-only data (:meth:`plan`)."""
+
+    ascii_words: list[bytes]
+    wide_words: list[bytes]
+    nul: tuple[_Pass, ...] = ()
+    default: tuple[int, ...] = ()
+    plans: dict[tuple[int, ...], tuple[_Pass, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.nul = _nul_passes(self.ascii_words, self.wide_words)
+        self.default = _cover([*self.ascii_words, *self.wide_words])
+        self.anchored(self.default)
+
+    def anchored(self, cover: tuple[int, ...]) -> tuple[_Pass, ...]:
+        if cover not in self.plans:
+            self.plans[cover] = _anchored_passes(self.ascii_words, self.wide_words, cover)
+        return self.plans[cover]
+
+    def plan(self, buf, segments: list[tuple[int, int]]) -> tuple[_Pass, ...]:
+        """The cheaper plan for these segments by the cost model above, from
+        the byte frequencies of evenly spread sample windows."""
+        total = sum(b - a for a, b in segments)
+        if not self.ascii_words and not self.wide_words:
+            return ()
+        if total < PLAN_MIN:
+            return self.plans[self.default]
+        sample = b"".join(_windows(buf, segments, total))
+        share = {byte: sample.count(byte) / len(sample) for byte in {0, *b"".join(self.ascii_words + self.wide_words)}}
+        # frequencies to powers of two: close samples give the same cover (one compiled plan)
+        quantised = {byte: 2.0 ** round(math.log2(max(f, 1e-6))) for byte, f in share.items()}
+        cost = {byte: _NS_PER_BYTE + _NS_PER_ATTEMPT * f for byte, f in quantised.items()}
+        cover = _cover([*self.ascii_words, *self.wide_words], cost)
+        if cover not in self.plans and len(self.plans) >= MAX_PLANS:
+            cover = min(self.plans, key=lambda c: (sum(cost[b] for b in c), c))
+        nul_cost = len(self.nul) * _NS_PER_BYTE + _NS_PER_NUL * share[0] * len(self.nul)
+        if nul_cost < sum(cost[b] for b in cover):
+            return self.nul
+        return self.anchored(cover)
+
+
+def _windows(buf, segments: list[tuple[int, int]], total: int) -> Iterator[bytes]:
+    """PLAN_WINDOWS windows of PLAN_WINDOW bytes, evenly spread over the segments."""
+    step = total // PLAN_WINDOWS
+    it = iter(segments)
+    a, b = next(it)
+    skipped = 0  # bytes of the segments before [a, b)
+    for k in range(PLAN_WINDOWS):
+        at = k * step
+        while at >= skipped + (b - a):
+            skipped += b - a
+            a, b = next(it)
+        lo = a + at - skipped
+        yield buf[lo:min(b, lo + PLAN_WINDOW)]
+
+
 @dataclass(frozen=True)
 class _PlatformPatterns:
-    #: stems and heads as whole (NUL-bounded) strings, group 1
-    whole: re.Pattern[bytes] | None
-    #: composition fragments and version templates as whole strings: group "fragment" or "versioner"
-    glue: re.Pattern[bytes] | None
-    #: the heads in UTF-16LE (PE only)
-    wide: re.Pattern[bytes] | None
+    #: heads, fragments and version templates as whole strings, and their plans
+    whole: _WholeStrings
+    #: ASCII whole string -> (is a head, "fragment" / "versioner" / "")
+    words: dict[str, tuple[bool, str]]
+    #: the version templates alone as whole strings
+    versioning: tuple[_Pass, ...]
     #: head -> (names it assembles, strong)
     heads: dict[str, tuple[frozenset[str], bool]]
     #: what a versioner template appends to a base name ("" when the platform has none)
@@ -404,22 +596,20 @@ class NamePatterns:
         classify = _Classifier(self.rules, platform)
         heads = {h: v for h, v in name_heads(self.name_rules, self.rules, platform).items()
                  if not classify.plain(h)}  # a complete name is the suffix search's job
-        ascii_heads = [h.encode("latin-1") for h in heads]
-        fragments = [f.encode("latin-1") for f in self.name_rules.fragments.get(platform, ())]
-        # two regexes, each with a literal NUL in front (the engine then stops only at NULs):
-        # measured 3x faster than one alternation of both, and 10x faster than no NUL in front
-        whole = re.compile(b"\\x00(" + _trie_regex(ascii_heads) + b")(?=\\x00)", re.DOTALL) if ascii_heads else None
+        fragments = self.name_rules.fragments.get(platform, ())
         versioning, appends = self.name_rules.versioners.get(platform, ((), ""))
-        pieces = [b"(?P<fragment>" + _trie_regex(fragments) + b")"] if fragments else []
-        if versioning:
-            pieces.append(b"(?P<versioner>" + _trie_regex(v.encode("latin-1") for v in versioning) + b")")
-        glue = re.compile(b"\\x00(?:" + b"|".join(pieces) + b")(?=\\x00)", re.DOTALL) if pieces else None
-        wide = None
-        if ascii_heads and utf16:
-            units = [h.encode("utf-16-le") for h in heads]
-            wide = re.compile(b"\\x00\\x00(" + _trie_regex(units) + b")(?=\\x00\\x00)", re.DOTALL)
-        return _PlatformPatterns(whole, glue, wide, heads, appends)
-
+        words: dict[str, tuple[bool, str]] = {}
+        for v in versioning:
+            words[v] = (False, "versioner")
+        for f in fragments:
+            words[f] = (False, "fragment")  # a string that is both counts as a fragment
+        for h in heads:
+            words[h] = (True, words.get(h, (False, ""))[1])
+        ascii_words = [w.encode("latin-1") for w in words]
+        wide_words = [h.encode("latin-1") for h in heads] if utf16 else []
+        versioners = [v.encode("latin-1") for v in versioning]
+        return _PlatformPatterns(_WholeStrings(ascii_words, wide_words), words,
+                                 _anchored_passes(versioners, [], _cover(versioners)), heads, appends)
 
 
 # ---------------------------------------------------------------------------
@@ -446,11 +636,12 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
 def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
     """[lo, hi) minus the fat binary containers in it (not read, just skipped)."""
     pos = search = lo
-    find = buf.find
+    container = _CONTAINER.search
     while search < hi:
-        m = find(MAGIC_BYTES, search, hi)
-        if m < 0:
+        found = container(buf, search, hi)
+        if found is None:
             break
+        m = found.start()
         if m + 16 <= hi:
             _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
             if hsize == 16 and 0 < rest <= hi - m - 16:
@@ -461,6 +652,11 @@ def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
         search = m + 4
     if pos < hi:
         yield pos, hi
+
+
+#: The container magic as a regex: sre's literal search is 1.8x faster than
+#: mmap.find here (measured on libllvmlite.so's 59 MiB .rodata: 18 vs 33 ms).
+_CONTAINER = re.compile(re.escape(MAGIC_BYTES))
 
 
 def _pe_directory_names(buf) -> set[int]:
@@ -603,44 +799,65 @@ class _Seen:
     versioners: int = 0
 
 
-def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _Classifier,
+def _scan_data(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns", classify: _Classifier,
                skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget) -> None:
     """The data between fat binary containers: one regex (ASCII and
     UTF-16LE at once) for names ending in .dll/.so, as before; heads that end
     in ".so"/".so." ("libnvrtc.so." + version) are recognised on the way.
 
-    The other whole strings (bare stems, "cublas64_", fragments) need
-    regexes that stop at every NUL (about 3 ns a byte); :func:`_scan_whole`
-    runs them only over read-only data and only in binaries that load
-    libraries themselves. One alternation of every pattern would try each
-    branch at every byte (measured 10 to 50 times slower)."""
-    for a, b in _segments(buf, lo, hi):
+    The other whole strings (bare stems, "cublas64_", fragments) are
+    :func:`_scan_whole`'s: it runs only over read-only data and only in
+    binaries that load libraries themselves."""
+    for a, b in segments:
         for m in _HIT.finditer(buf, a, b):
             budget.hit()
             _suffix_hit(buf, a, b, m, classify, skip, found, patterns.heads, seen)
 
 
-def _scan_whole(buf, lo: int, hi: int, patterns: "_PlatformPatterns", seen: _Seen, budget: _Budget) -> None:
-    """Stems, heads, fragments and version templates as whole strings in
-    [lo, hi) (read-only data), fat binary containers skipped. A match may
-    start one NUL (two for UTF-16) before the range: a string at the very
-    start of a section follows the previous section's padding."""
-    for a, b in _segments(buf, lo, hi):
-        if patterns.whole is not None:
-            for m in patterns.whole.finditer(buf, max(0, a - 1), b):
-                budget.hit()
-                seen.heads.add(m.group(1).decode("latin-1"))
-        if patterns.glue is not None:
-            for m in patterns.glue.finditer(buf, max(0, a - 1), b):
-                budget.hit()
-                if m.lastgroup == "versioner":
-                    seen.versioners += 1
-                else:
-                    seen.fragments += 1
-        if patterns.wide is not None:
-            for m in patterns.wide.finditer(buf, max(0, a - 2), b):
-                budget.hit()
-                seen.heads.add(m.group(1).decode("utf-16-le", "replace"))
+def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns",
+                passes: tuple[_Pass, ...], seen: _Seen, budget: _Budget) -> None:
+    """Stems, heads, fragments and version templates as whole strings in the
+    segments (read-only data, fat binary containers skipped). A string may
+    start right at a segment's start: its NUL (two for UTF-16) is the byte
+    before (a string at the very start of a section follows the previous
+    section's padding); it must end before the segment's end."""
+    words = patterns.words
+    for a, b in segments:
+        for regex, branches in passes:
+            for m in regex.finditer(buf, max(0, a - 2), b):
+                group = m.lastindex or 0
+                offset, width = branches[group - 1]
+                start = m.start(group) - offset
+                if start < a:
+                    continue  # the string starts before the segment
+                if width == 2:
+                    budget.hit()
+                    seen.heads.add(buf[start:m.end()].decode("utf-16-le"))
+                    continue
+                word = buf[start:m.end()].decode("latin-1")
+                head, glue = words[word]
+                if head:  # as many hits as the three separate regexes once counted
+                    budget.hit()
+                    seen.heads.add(word)
+                if glue:
+                    budget.hit()
+                    if glue == "versioner":
+                        seen.versioners += 1
+                    else:
+                        seen.fragments += 1
+
+
+def _holds_whole(buf, ranges: list[tuple[int, int]], passes: tuple[_Pass, ...]) -> bool:
+    """Whether some range holds one of the passes' strings whole, its NULs
+    inside the range (as ``buf.find(b"\\0" + string + b"\\0", lo, hi)``)."""
+    for lo, hi in ranges:
+        for regex, branches in passes:
+            for m in regex.finditer(buf, lo, hi):
+                group = m.lastindex or 0
+                offset, _width = branches[group - 1]
+                if m.start(group) - offset > lo:
+                    return True
+    return False
 
 
 def _scan_table(data: bytes, encoding: str, classify: _Classifier,
@@ -905,15 +1122,16 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     whole = not nvidia and loads_libraries(info, patterns.name_rules.loader_functions)
     data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
-    for lo, hi in data:
-        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget)
+    segments = {r: list(_segments(buf, *r)) for r in {*data, *(const if whole else ())}}
+    for r in data:
+        _scan_data(buf, segments[r], mine, classify, skip, found, seen, budget)
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
-        for lo, hi in const:
-            _scan_whole(buf, lo, hi, mine, seen, budget)
+        read_only = [segment for r in const for segment in segments[r]]
+        passes = mine.whole.plan(buf, read_only)
+        for r in const:
+            _scan_whole(buf, segments[r], mine, passes, seen, budget)
     if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
-        versioning = patterns.name_rules.versioners.get(platform, ((), ""))[0]
-        seen.versioners += sum(1 for v in versioning for lo, hi in data
-                               if buf.find(b"\0" + v.encode("latin-1") + b"\0", lo, hi) >= 0)
+        seen.versioners += _holds_whole(buf, data, mine.versioning)
     for head in seen.heads:
         names, strong = mine.heads[head]
         if strong or seen.fragments:
