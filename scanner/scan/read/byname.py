@@ -814,6 +814,19 @@ def _scan_data(buf, segments: list[tuple[int, int]], patterns: "_PlatformPattern
             _suffix_hit(buf, a, b, m, classify, skip, found, patterns.heads, seen)
 
 
+def _whole_matches(buf, lo: int, hi: int, passes: tuple[_Pass, ...], first: int) -> Iterator[tuple[int, int, int]]:
+    """(start, end, bytes per character) of the passes' strings in [lo, hi)
+    that start at ``first`` or later (their NULs before may lie before lo;
+    the NULs after lie before hi)."""
+    for regex, branches in passes:
+        for m in regex.finditer(buf, lo, hi):
+            group = m.lastindex or 0
+            offset, width = branches[group - 1]
+            start = m.start(group) - offset
+            if start >= first:
+                yield start, m.end(), width
+
+
 def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns",
                 passes: tuple[_Pass, ...], seen: _Seen, budget: _Budget) -> None:
     """Stems, heads, fragments and version templates as whole strings in the
@@ -823,41 +836,28 @@ def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatter
     section's padding); it must end before the segment's end."""
     words = patterns.words
     for a, b in segments:
-        for regex, branches in passes:
-            for m in regex.finditer(buf, max(0, a - 2), b):
-                group = m.lastindex or 0
-                offset, width = branches[group - 1]
-                start = m.start(group) - offset
-                if start < a:
-                    continue  # the string starts before the segment
-                if width == 2:
-                    budget.hit()
-                    seen.heads.add(buf[start:m.end()].decode("utf-16-le"))
-                    continue
-                word = buf[start:m.end()].decode("latin-1")
-                head, glue = words[word]
-                if head:  # as many hits as the three separate regexes once counted
-                    budget.hit()
-                    seen.heads.add(word)
-                if glue:
-                    budget.hit()
-                    if glue == "versioner":
-                        seen.versioners += 1
-                    else:
-                        seen.fragments += 1
+        for start, end, width in _whole_matches(buf, max(0, a - 2), b, passes, a):
+            if width == 2:
+                budget.hit()
+                seen.heads.add(buf[start:end].decode("utf-16-le"))
+                continue
+            word = buf[start:end].decode("latin-1")
+            head, glue = words[word]
+            if head:  # as many hits as the three separate regexes once counted
+                budget.hit()
+                seen.heads.add(word)
+            if glue:
+                budget.hit()
+                if glue == "versioner":
+                    seen.versioners += 1
+                else:
+                    seen.fragments += 1
 
 
 def _holds_whole(buf, ranges: list[tuple[int, int]], passes: tuple[_Pass, ...]) -> bool:
     """Whether some range holds one of the passes' strings whole, its NULs
     inside the range (as ``buf.find(b"\\0" + string + b"\\0", lo, hi)``)."""
-    for lo, hi in ranges:
-        for regex, branches in passes:
-            for m in regex.finditer(buf, lo, hi):
-                group = m.lastindex or 0
-                offset, _width = branches[group - 1]
-                if m.start(group) - offset > lo:
-                    return True
-    return False
+    return any(next(_whole_matches(buf, lo, hi, passes, lo + 1), None) for lo, hi in ranges)
 
 
 def _scan_table(data: bytes, encoding: str, classify: _Classifier,

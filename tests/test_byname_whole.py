@@ -1,0 +1,115 @@
+"""The whole-string search of the by-name scan (heads, fragments, version
+templates between NULs): every plan, NUL-led or anchored on any cover of
+bytes, finds exactly the strings a plain walk from NUL to NUL finds, at the
+section's edges and next to fat binary containers too."""
+from __future__ import annotations
+
+import struct
+
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from cuda4amd.scan.read import byname
+from cuda4amd.scan.read.fatbin import MAGIC_BYTES
+
+
+def walk(buf: bytes, lo: int, hi: int, ascii_words: set[bytes], wide_words: set[bytes], first: int):
+    """The reference: every NUL-bounded ASCII string and every UTF-16LE
+    string between NUL units, in [lo, hi), starting at ``first`` or later."""
+    found = []
+    for i in range(lo, hi):
+        if buf[i] == 0:
+            j = buf.find(b"\0", i + 1, hi)
+            if j > i + 1 and buf[i + 1:j] in ascii_words and i + 1 >= first:
+                found.append((i + 1, j, 1))
+        if buf[i:i + 2] == b"\0\0" and i + 2 <= hi:
+            k = i + 2
+            while k + 1 < hi and buf[k] != 0 and buf[k + 1] == 0:
+                k += 2
+            text = buf[i + 2:k]
+            if text and k + 2 <= hi and buf[k:k + 2] == b"\0\0" and i + 2 >= first:
+                if text[0::2] in wide_words:
+                    found.append((i + 2, k, 2))
+    return sorted(found)
+
+
+def search(buf: bytes, lo: int, hi: int, passes, first: int):
+    return sorted(byname._whole_matches(buf, lo, hi, passes, first))
+
+
+def plans(ascii_words: list[bytes], wide_words: list[bytes]):
+    everything = [*ascii_words, *wide_words]
+    covers = {byname._cover(everything)}
+    for favourite in sorted(set(b"".join(everything))):  # each byte the cheapest once
+        covers.add(byname._cover(everything, {b: 0.1 if b == favourite else 1.0 + b / 256 for b in range(256)}))
+    return [byname._nul_passes(ascii_words, wide_words),
+            *(byname._anchored_passes(ascii_words, wide_words, cover) for cover in sorted(covers))]
+
+
+word = st.binary(min_size=1, max_size=4).map(lambda b: bytes(98 + x % 4 for x in b))  # over "bcde"
+piece = st.one_of(
+    word, word.map(lambda w: w.decode().encode("utf-16-le")),
+    st.sampled_from([b"\0", b"\0\0", b"\0\0\0", b"a", b"b\0c", b"d\0\0"]),
+)
+
+
+@settings(max_examples=300, deadline=None)
+@given(st.lists(word, min_size=1, max_size=5, unique=True), st.lists(word, max_size=3, unique=True),
+       st.lists(piece, max_size=30), st.integers(0, 3), st.integers(0, 3))
+def test_every_plan_finds_exactly_the_whole_strings(ascii_words, wide_words, pieces, cut_lo, cut_hi):
+    buf = b"".join(pieces)
+    lo, hi = min(cut_lo, len(buf)), max(min(cut_lo, len(buf)), len(buf) - cut_hi)
+    expected = walk(buf, max(0, lo - 2), hi, set(ascii_words), set(wide_words), lo)
+    for passes in plans(ascii_words, wide_words):
+        assert search(buf, max(0, lo - 2), hi, passes, lo) == expected
+
+
+def container(payload: bytes) -> bytes:
+    return MAGIC_BYTES + struct.pack("<HHQ", 1, 16, len(payload)) + payload
+
+
+REAL = [
+    (b"\0\0cublas64_\0libcudnn\0", "windows", True),
+    (b"\0" + "nvrtc64_".encode("utf-16-le") + b"\0\0%s64_%d.dll\0x", "windows", True),
+    # the NUL before "libnvrtc" is the container's last byte
+    (b"libcublas\0lib\0" + container(b"\0libcufft\0" * 3) + b"libnvrtc\0\0\0libcudart\0", "linux", False),
+    (b"\0%s.%d\0libcudnn_graph.so\0.so.\0cudart\0", "linux", False),
+]
+
+
+def test_real_patterns_at_section_edges_and_around_containers(rules):
+    """The real heads and fragments: a string right at the section's start
+    (its NUL is the byte before), after a fat binary container, as UTF-16."""
+    names = byname.NamePatterns(rules)
+    for text, platform, utf16 in REAL:
+        mine = names.for_platform(platform, utf16)
+        ascii_words = {w.encode() for w in mine.words}
+        wide_words = {w.encode() for w in mine.heads} if utf16 else set()
+        for lead in (b"", b"\0", b"x\0"):
+            buf = lead + text
+            lo = len(lead)
+            for a, b in byname._segments(buf, lo, len(buf)):
+                expected = walk(buf, max(0, a - 2), b, ascii_words, wide_words, a)
+                assert expected, (text, lead)
+                whole = mine.whole
+                for passes in (whole.nul, *whole.plans.values(), whole.plan(buf, [(a, b)])):
+                    assert search(buf, max(0, a - 2), b, passes, a) == expected
+
+
+def test_a_plan_is_chosen_from_the_data(rules):
+    """Big NUL-dense data gets the anchored plan, big text the NUL-led one;
+    both give the same names (the other tests)."""
+    mine = byname.NamePatterns(rules).for_platform("linux", False)
+    dense = (b"\0" * 24 + b"some_symbol_name") * (byname.PLAN_MIN // 40 + 1)
+    text = b"lorem ipsum dolor sit amet, consectetur adipiscing elit " * (byname.PLAN_MIN // 56 + 1)
+    assert mine.whole.plan(dense, [(0, len(dense))]) is not mine.whole.nul
+    assert mine.whole.plan(text, [(0, len(text))]) is mine.whole.nul
+
+
+def test_version_templates_of_an_nvidia_library(rules):
+    """``_holds_whole`` keeps ``buf.find(b"\\0" + template + b"\\0", lo, hi)``'s bounds."""
+    mine = byname.NamePatterns(rules).for_platform("linux", False)
+    buf = b"\0%s.%d\0"
+    assert byname._holds_whole(buf, [(0, len(buf))], mine.versioning)
+    assert not byname._holds_whole(buf, [(1, len(buf))], mine.versioning)  # its NUL before the range
+    assert not byname._holds_whole(buf, [(0, len(buf) - 1)], mine.versioning)  # its NUL after the range
