@@ -92,7 +92,7 @@ def test_real_patterns_at_section_edges_and_around_containers(rules):
                 expected = walk(buf, max(0, a - 2), b, ascii_words, wide_words, a)
                 assert expected, (text, lead)
                 whole = mine.whole
-                for passes in (whole.nul, *whole.plans.values(), whole.plan(buf, [(a, b)])):
+                for passes in (whole.nul, *(p for p, _ in whole.plans.values()), whole.plan(buf, [(a, b)])[0]):
                     assert search(buf, max(0, a - 2), b, passes, a) == expected
 
 
@@ -102,8 +102,8 @@ def test_a_plan_is_chosen_from_the_data(rules):
     mine = byname.NamePatterns(rules).for_platform("linux", False)
     dense = (b"\0" * 24 + b"some_symbol_name") * (byname.PLAN_MIN // 40 + 1)
     text = b"lorem ipsum dolor sit amet, consectetur adipiscing elit " * (byname.PLAN_MIN // 56 + 1)
-    assert mine.whole.plan(dense, [(0, len(dense))]) is not mine.whole.nul
-    assert mine.whole.plan(text, [(0, len(text))]) is mine.whole.nul
+    assert mine.whole.plan(dense, [(0, len(dense))])[0] is not mine.whole.nul
+    assert mine.whole.plan(text, [(0, len(text))])[0] is mine.whole.nul
 
 
 def test_version_templates_of_an_nvidia_library(rules):
@@ -113,3 +113,29 @@ def test_version_templates_of_an_nvidia_library(rules):
     assert byname._holds_whole(buf, [(0, len(buf))], mine.versioning)
     assert not byname._holds_whole(buf, [(1, len(buf))], mine.versioning)  # its NUL before the range
     assert not byname._holds_whole(buf, [(0, len(buf) - 1)], mine.versioning)  # its NUL after the range
+
+
+marker_piece = st.one_of(
+    st.sampled_from([byname.ZLIB_MARKER, byname.LZSS_MARKER, byname.ZLIB_MARKER[:9], b"\0", b"x" * 20]),
+    st.binary(max_size=24).map(container),
+    st.binary(max_size=24).map(lambda b: container(b + byname.LZSS_MARKER)),  # inside a container
+    st.integers(1, 36).map(  # across a container's end: it claims the marker's first bytes
+        lambda k: MAGIC_BYTES + struct.pack("<HHQ", 1, 16, k) + byname.ZLIB_MARKER),
+)
+
+
+@settings(max_examples=200, deadline=None)
+@given(st.lists(marker_piece, max_size=8), st.integers(0, 40))
+def test_markers_are_seen_as_a_find_over_the_whole_range_sees_them(rules, pieces, cut):
+    """An anchored plan looks for Cython's markers in the segments; what a
+    container or the padding between two hides is searched on its own."""
+    buf = b"".join(pieces)
+    lo, hi = min(cut, len(buf)), len(buf)
+    mine = byname.NamePatterns(rules).for_platform("linux", False)
+    passes, marked = mine.whole.anchored(mine.whole.default)
+    assert marked
+    segments = {(lo, hi): list(byname._segments(buf, lo, hi))}
+    seen = byname._Seen(set())
+    byname._scan_whole(buf, segments[(lo, hi)], mine, passes, seen, byname._Budget())
+    for marker in (byname.ZLIB_MARKER, byname.LZSS_MARKER):
+        assert byname._marker_in(buf, marker, [(lo, hi)], segments, seen) == (buf.find(marker, lo, hi) >= 0)

@@ -415,7 +415,7 @@ def _nul_passes(ascii_words: list[bytes], wide_words: list[bytes]) -> tuple[_Pas
 
 
 def _anchored_passes(ascii_words: list[bytes], wide_words: list[bytes],
-                     anchors: tuple[int, ...]) -> tuple[_Pass, ...]:
+                     anchors: tuple[int, ...], markers: Iterable[bytes] = ()) -> tuple[_Pass, ...]:
     """The anchored plan: one regex per anchor byte (every string contains
     one of ``anchors``), for the strings whose first anchor byte it is.
 
@@ -426,19 +426,28 @@ def _anchored_passes(ascii_words: list[bytes], wide_words: list[bytes],
     it, a lookahead for the NUL(s) after and an empty group that names it.
     A string is looked for only at its first anchor byte, so each occurrence
     matches once (strings between NULs never overlap). A lookbehind may look
-    before the searched range: the caller checks where the string starts."""
+    before the searched range: the caller checks where the string starts.
+
+    ``markers`` (each with an anchor byte): text looked for anywhere, not
+    between NULs, reported with 0 bytes per character. They hold no NUL, so
+    they never overlap a string between NULs."""
     if wide_words and any(len(w) < 2 for w in ascii_words):
         # a one-byte string between NULs also sits inside UTF-16 text: its own passes, or
         # one match would hide the other
-        return _anchored_passes(ascii_words, [], anchors) + _anchored_passes([], wide_words, anchors)
+        return _anchored_passes(ascii_words, [], anchors, markers) + _anchored_passes([], wide_words, anchors)
     grouped: dict[int, list[tuple[bytes, bytes, int]]] = {}
-    for word, width in sorted({(w, 1) for w in ascii_words} | {(w, 2) for w in wide_words}):
+    for word, width in sorted({(w, 1) for w in ascii_words} | {(w, 2) for w in wide_words}
+                              | {(m, 0) for m in markers}):
         k = min(word.index(a) for a in anchors if a in word)
         grouped.setdefault(word[k], []).append((word, word[k + 1:], width))
     passes: list[_Pass] = []
     for anchor in sorted(grouped):
         leaves = []
         for word, rest, width in grouped[anchor]:
+            if width == 0:
+                leaf = b"(?<=" + re.escape(word) + b")()"
+                leaves.append((rest, leaf, (len(word), width)))
+                continue
             if width == 1:
                 behind, ahead = b"\x00" + word, b"\x00"
             else:  # the rest starts with the anchor's high byte
@@ -507,30 +516,38 @@ class _WholeStrings:
     """Heads, fragments and version templates as whole strings (heads in
     UTF-16LE too, PE only), and the plans that search them: NUL-led or
     anchored on a cover of bytes, chosen per binary from a sample of its
-    read-only data (:meth:`plan`)."""
+    read-only data (:meth:`plan`). An anchored plan also looks for Cython's
+    markers (:data:`ZLIB_MARKER`, :data:`LZSS_MARKER`) when its anchors
+    cover them: then their own search is needed only off the segments."""
 
     ascii_words: list[bytes]
     wide_words: list[bytes]
+    markers: list[bytes] = field(default_factory=lambda: [ZLIB_MARKER, LZSS_MARKER])
     nul: tuple[_Pass, ...] = ()
     default: tuple[int, ...] = ()
-    plans: dict[tuple[int, ...], tuple[_Pass, ...]] = field(default_factory=dict)
+    #: cover -> (its passes, whether they look for the markers)
+    plans: dict[tuple[int, ...], tuple[tuple[_Pass, ...], bool]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.nul = _nul_passes(self.ascii_words, self.wide_words)
         self.default = _cover([*self.ascii_words, *self.wide_words])
         self.anchored(self.default)
 
-    def anchored(self, cover: tuple[int, ...]) -> tuple[_Pass, ...]:
+    def anchored(self, cover: tuple[int, ...]) -> tuple[tuple[_Pass, ...], bool]:
         if cover not in self.plans:
-            self.plans[cover] = _anchored_passes(self.ascii_words, self.wide_words, cover)
+            marked = bool(self.ascii_words or self.wide_words) and all(
+                any(a in m for a in cover) for m in self.markers)
+            passes = _anchored_passes(self.ascii_words, self.wide_words, cover, self.markers if marked else [])
+            self.plans[cover] = passes, marked
         return self.plans[cover]
 
-    def plan(self, buf, segments: list[tuple[int, int]]) -> tuple[_Pass, ...]:
+    def plan(self, buf, segments: list[tuple[int, int]]) -> tuple[tuple[_Pass, ...], bool]:
         """The cheaper plan for these segments by the cost model above, from
-        the byte frequencies of evenly spread sample windows."""
+        the byte frequencies of evenly spread sample windows: its passes, and
+        whether they look for the markers."""
         total = sum(b - a for a, b in segments)
         if not self.ascii_words and not self.wide_words:
-            return ()
+            return (), False
         if total < PLAN_MIN:
             return self.plans[self.default]
         sample = b"".join(_windows(buf, segments, total))
@@ -543,7 +560,7 @@ class _WholeStrings:
             cover = min(self.plans, key=lambda c: (sum(cost[b] for b in c), c))
         nul_cost = len(self.nul) * _NS_PER_BYTE + _NS_PER_NUL * share[0] * len(self.nul)
         if nul_cost < sum(cost[b] for b in cover):
-            return self.nul
+            return self.nul, False
         return self.anchored(cover)
 
 
@@ -797,6 +814,8 @@ class _Seen:
     heads: set[str]
     fragments: int = 0
     versioners: int = 0
+    #: Cython's markers the whole-string passes saw
+    markers: set[bytes] = field(default_factory=set)
 
 
 def _scan_data(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns", classify: _Classifier,
@@ -837,6 +856,9 @@ def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatter
     words = patterns.words
     for a, b in segments:
         for start, end, width in _whole_matches(buf, max(0, a - 2), b, passes, a):
+            if width == 0:
+                seen.markers.add(buf[start:end])
+                continue
             if width == 2:
                 budget.hit()
                 seen.heads.add(buf[start:end].decode("utf-16-le"))
@@ -852,6 +874,24 @@ def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatter
                     seen.versioners += 1
                 else:
                     seen.fragments += 1
+
+
+def _marker_in(buf, marker: bytes, ranges: list[tuple[int, int]],
+               segments: dict[tuple[int, int], list[tuple[int, int]]], seen: _Seen) -> bool:
+    """Whether ``marker`` occurs in the ranges (as ``buf.find(marker, lo, hi)``),
+    the passes having looked inside the segments: the rest is what an
+    occurrence off the segments (in or across a container or the padding
+    between two) can touch."""
+    if marker in seen.markers:
+        return True
+    reach = len(marker) - 1
+    for lo, hi in ranges:
+        edge = lo
+        for a, b in [*segments[(lo, hi)], (hi, hi)]:
+            if a > edge and buf.find(marker, max(lo, edge - reach), min(hi, a + reach)) >= 0:
+                return True
+            edge = b
+    return False
 
 
 def _holds_whole(buf, ranges: list[tuple[int, int]], passes: tuple[_Pass, ...]) -> bool:
@@ -1125,11 +1165,15 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     segments = {r: list(_segments(buf, *r)) for r in {*data, *(const if whole else ())}}
     for r in data:
         _scan_data(buf, segments[r], mine, classify, skip, found, seen, budget)
+    markers = None
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
         read_only = [segment for r in const for segment in segments[r]]
-        passes = mine.whole.plan(buf, read_only)
+        passes, marked = mine.whole.plan(buf, read_only)
         for r in const:
             _scan_whole(buf, segments[r], mine, passes, seen, budget)
+        if marked:
+            markers = (_marker_in(buf, ZLIB_MARKER, const, segments, seen),
+                       _marker_in(buf, LZSS_MARKER, const, segments, seen))
     if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
         seen.versioners += _holds_whole(buf, data, mine.versioning)
     for head in seen.heads:
@@ -1145,6 +1189,6 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
                 if classify(name) == 2 and classify.plain(ref.name) < 2:
                     found.discard(ref)  # the versioned file is what the loader finds
                     found.add(NameReference(name, "assembled", True))
-    for encoding, table in _cython_tables(buf, const, budget):
+    for encoding, table in _cython_tables(buf, const, budget, markers):
         _scan_table(table, encoding, classify, found)
     return tuple(sorted(found))
