@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import struct
 
-from hypothesis import given, settings
+from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cuda4amd.scan.read import byname
@@ -139,3 +139,41 @@ def test_markers_are_seen_as_a_find_over_the_whole_range_sees_them(rules, pieces
     byname._scan_whole(buf, segments[(lo, hi)], mine, passes, seen, byname._Budget())
     for marker in (byname.ZLIB_MARKER, byname.LZSS_MARKER):
         assert byname._marker_in(buf, marker, [(lo, hi)], segments, seen) == (buf.find(marker, lo, hi) >= 0)
+
+
+def segments_by_find(buf: bytes, lo: int, hi: int):
+    """The reference: the containers found with bytes.find from each position."""
+    out, pos, search = [], lo, lo
+    while search < hi:
+        m = buf.find(MAGIC_BYTES, search, hi)
+        if m < 0:
+            break
+        if m + 16 <= hi:
+            _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
+            if hsize == 16 and 0 < rest <= hi - m - 16:
+                if m - pos >= byname.MIN_GAP:
+                    out.append((pos, m))
+                pos = search = m + 16 + rest
+                continue
+        search = m + 4
+    if pos < hi:
+        out.append((pos, hi))
+    return out
+
+
+container_piece = st.one_of(
+    st.binary(max_size=40).map(container), st.binary(max_size=40),
+    st.sampled_from([MAGIC_BYTES, MAGIC_BYTES[-1:] * 3, MAGIC_BYTES[:3], b"\0" * 17]),
+    st.integers(1, 60).map(lambda k: MAGIC_BYTES + struct.pack("<HHQ", 1, 16, k)),  # claims what follows
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.integers(0, 8), st.integers(0, 100))
+def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, misses):
+    """The container search (memchr for the magic's last byte, the regex once
+    that byte is common) cuts the same segments as bytes.find."""
+    monkeypatch.setattr(byname, "MAGIC_MISSES", misses)
+    buf = b"".join(pieces)
+    lo, hi = min(cut_lo, len(buf)), max(min(cut_lo, len(buf)), len(buf) - cut_hi)
+    assert list(byname._segments(buf, lo, hi)) == segments_by_find(buf, lo, hi)
