@@ -177,3 +177,50 @@ def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_
     buf = b"".join(pieces)
     lo, hi = min(cut_lo, len(buf)), max(min(cut_lo, len(buf)), len(buf) - cut_hi)
     assert list(byname._segments(buf, lo, hi)) == segments_by_find(buf, lo, hi)
+
+
+def real_piece(platform: str):
+    names = [b"libcublas.so.12", b"libcudnn_graph.so", b"libnvrtc.so.", b"cudnn64_9.dll", b"nvcuda.dll",
+             b"%s64_%d.dll", b".so", b".so.%d", b"%s.%d", b"lib%s.so", b"_0.dll", b"64_", b"cublas64_",
+             b"libcudart", b"cufft", byname.ZLIB_MARKER, b"x.so.1", b".DLL"]
+    text = st.sampled_from(names)
+    return st.one_of(text, text.map(lambda b: b"\0" + b + b"\0"), text.map(lambda b: b.decode().encode("utf-16-le")),
+                     st.sampled_from([b"\0", b"\0\0", b".", b"a", b"\0.\0"]), st.binary(max_size=12).map(container))
+
+
+@settings(max_examples=150, deadline=None)
+@given(st.sampled_from([("linux", False), ("windows", True)]), st.data())
+def test_a_dot_pass_merged_with_the_suffix_search_changes_nothing(rules, where, data):
+    """The suffix search with the pass anchored on "." folded in finds the
+    same names, whole strings and markers as the two apart."""
+    platform, utf16 = where
+    merged_agrees(rules, platform, utf16, b"".join(data.draw(st.lists(real_piece(platform), max_size=25))))
+
+
+def test_a_dot_pass_merged_with_the_suffix_search_on_its_own_strings(rules):
+    for text in (b"\0%s.%d\0", b"\0.so.%d\0libcudnn.so.\0", b"\0%s.%d.%d\0.so\0"):
+        merged_agrees(rules, "linux", False, text)
+    merged_agrees(rules, "windows", True, b"\0%s.dll\0_0.dll\0" + "x.dll".encode("utf-16-le") + b"\0\0")
+
+
+def merged_agrees(rules, platform: str, utf16: bool, buf: bytes) -> None:
+    mine = byname.NamePatterns(rules).for_platform(platform, utf16)
+    everything = [*mine.whole.ascii_words, *mine.whole.wide_words]
+    # "." the cheapest and few bytes before a "." in the cover: "%s.%d" is found at its "." (no suffix there)
+    cover = byname._cover(everything, {b: 0.0 if b == ord(".") else 1.0 if chr(b) in "bcni46_" else 100.0
+                                       for b in range(256)})
+    passes, _ = mine.whole.anchored(cover)
+    dot = [p for p in passes if p[0].pattern.startswith(b"\\.")]
+    assert len(dot) == 1
+    rest = tuple(p for p in passes if p is not dot[0])
+    segments = list(byname._segments(buf, 0, len(buf)))
+    classify = byname._Classifier(rules, platform)
+    results = []
+    for merged, whole in ((None, passes), (mine.whole.merged(dot[0]), rest)):
+        found: set = set()
+        seen = byname._Seen(set())
+        budget = byname._Budget()
+        byname._scan_data(buf, segments, mine, classify, set(), found, seen, budget, merged)
+        byname._scan_whole(buf, segments, mine, whole, seen, budget)
+        results.append((found, seen, budget.hits))
+    assert results[0] == results[1]

@@ -198,10 +198,8 @@ _WORD_CHAR = re.compile(r"[A-Za-z0-9_]", re.ASCII)
 _LEAD_TEMPLATES = re.compile(r"(?:" + _TEMPLATE_SRC + r")+", re.ASCII)
 
 #: One pass over the data finds both encodings' suffixes.
-_HIT = re.compile(
-    rb"\.(?:[dD][lL][lL]|so)"
-    rb"|\.\x00(?:[dD]\x00[lL]\x00[lL]|s\x00o)\x00"
-)
+_HIT_BODY = rb"(?:[dD][lL][lL]|so)|\x00(?:[dD]\x00[lL]\x00[lL]|s\x00o)\x00"
+_HIT = re.compile(rb"\.(?:" + _HIT_BODY + rb")")
 _HIT_ASCII = re.compile(rb"\.(?:[dD][lL][lL]|so)")
 
 _NUMBERS = tuple(str(n) for n in (*range(14), 100, 101, 102, 110, 111, 112, 120, 130))
@@ -511,6 +509,9 @@ def _cover(words: Iterable[bytes], cost: dict[int, float] | None = None) -> tupl
     return tuple(sorted(chosen))
 
 
+_DOT = ord(".")
+
+
 @dataclass
 class _WholeStrings:
     """Heads, fragments and version templates as whole strings (heads in
@@ -527,6 +528,8 @@ class _WholeStrings:
     default: tuple[int, ...] = ()
     #: cover -> (its passes, whether they look for the markers)
     plans: dict[tuple[int, ...], tuple[tuple[_Pass, ...], bool]] = field(default_factory=dict)
+    #: a pass anchored on "." -> it merged with the suffix search
+    joined: dict["re.Pattern[bytes]", _Pass] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.nul = _nul_passes(self.ascii_words, self.wide_words)
@@ -541,10 +544,24 @@ class _WholeStrings:
             self.plans[cover] = passes, marked
         return self.plans[cover]
 
-    def plan(self, buf, segments: list[tuple[int, int]]) -> tuple[tuple[_Pass, ...], bool]:
+    def merged(self, dot: _Pass) -> _Pass:
+        """The suffix search and the anchored pass ``dot`` (anchor ".") as one
+        regex: each match takes the "." alone, so the suffix hits are those of
+        :data:`_HIT` (none holds a second "."); group 1 is the suffix after the
+        ".", the later groups are ``dot``'s twice over (with and without one)."""
+        if dot[0] not in self.joined:
+            body = dot[0].pattern[len(re.escape(b".")):]
+            regex = re.compile(rb"\.(?:(?=(" + _HIT_BODY + rb"))(?:(?=" + body + rb")|)|(?=" + body + rb"))",
+                               re.DOTALL)
+            self.joined[dot[0]] = regex, dot[1]
+        return self.joined[dot[0]]
+
+    def plan(self, buf, segments: list[tuple[int, int]],
+             dot_free: bool = False) -> tuple[tuple[_Pass, ...], bool]:
         """The cheaper plan for these segments by the cost model above, from
         the byte frequencies of evenly spread sample windows: its passes, and
-        whether they look for the markers."""
+        whether they look for the markers. ``dot_free``: a pass anchored on
+        "." can ride along with the suffix search (:meth:`merged`)."""
         total = sum(b - a for a, b in segments)
         if not self.ascii_words and not self.wide_words:
             return (), False
@@ -555,6 +572,8 @@ class _WholeStrings:
         # frequencies to powers of two: close samples give the same cover (one compiled plan)
         quantised = {byte: 2.0 ** round(math.log2(max(f, 1e-6))) for byte, f in share.items()}
         cost = {byte: _NS_PER_BYTE + _NS_PER_ATTEMPT * f for byte, f in quantised.items()}
+        if dot_free and _DOT in cost:
+            cost[_DOT] -= _NS_PER_BYTE
         cover = _cover([*self.ascii_words, *self.wide_words], cost)
         if cover not in self.plans and len(self.plans) >= MAX_PLANS:
             cover = min(self.plans, key=lambda c: (sum(cost[b] for b in c), c))
@@ -790,16 +809,15 @@ class _Budget:
                 f"compressed string tables inflate to more than {MAX_INFLATED_TOTAL >> 20} MB (hostile file?)")
 
 
-def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
+def _suffix_hit(buf, lo: int, hi: int, p: int, q: int, classify: _Classifier, skip: set[int],
                 found: set[NameReference], heads: dict | None = None, seen: "_Seen | None" = None) -> None:
-    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE): the name that ends there.
-    With ``heads``: a whole string that is the head of an assembled name
-    ("libnvrtc.so." + version) is recorded in ``seen``."""
-    p, q = m.start(), m.end()
+    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE) at [p, q): the name that
+    ends there. With ``heads``: a whole string that is the head of an
+    assembled name ("libnvrtc.so." + version) is recorded in ``seen``."""
     if q - p <= 4:  # ".dll" / ".so"
         before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
         after = buf[q:min(hi, q + 48)].decode("latin-1")
-        suffix = m.group().decode("latin-1")
+        suffix = buf[p:q].decode("latin-1")
         if heads and seen is not None and after[:2] == ".\0" and _head_at(before, suffix, after, heads, seen):
             return  # "libnvrtc.so." is the start of a name, not the unversioned name
         hit = _names_in(before, suffix, after, classify, glued=False)
@@ -816,7 +834,7 @@ def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
         before = _utf16_text(buf[p - 2 * k:p])
         end = min(hi, q + 96)
         after = _utf16_text(buf[q:end - (end - q) % 2])
-        suffix = _utf16_text(m.group())
+        suffix = _utf16_text(buf[p:q])
         hit = _names_in(before, suffix, after, classify, glued=False)
         if hit is not None:
             name = hit[0]
@@ -852,18 +870,35 @@ class _Seen:
 
 
 def _scan_data(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns", classify: _Classifier,
-               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget) -> None:
+               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget,
+               merged: _Pass | None = None) -> None:
     """The data between fat binary containers: one regex (ASCII and
     UTF-16LE at once) for names ending in .dll/.so, as before; heads that end
     in ".so"/".so." ("libnvrtc.so." + version) are recognised on the way.
 
     The other whole strings (bare stems, "cublas64_", fragments) are
     :func:`_scan_whole`'s: it runs only over read-only data and only in
-    binaries that load libraries themselves."""
+    binaries that load libraries themselves. Where these segments are also
+    read-only data, ``merged`` (:meth:`_WholeStrings.merged`) finds the
+    suffixes and the whole strings whose anchor is "." in one pass."""
+    if merged is None:
+        for a, b in segments:
+            for m in _HIT.finditer(buf, a, b):
+                budget.hit()
+                _suffix_hit(buf, a, b, m.start(), m.end(), classify, skip, found, patterns.heads, seen)
+        return
+    regex, branches = merged
     for a, b in segments:
-        for m in _HIT.finditer(buf, a, b):
-            budget.hit()
-            _suffix_hit(buf, a, b, m, classify, skip, found, patterns.heads, seen)
+        for m in regex.finditer(buf, a, b):
+            if m.start(1) >= 0:
+                budget.hit()
+                _suffix_hit(buf, a, b, m.start(), m.end(1), classify, skip, found, patterns.heads, seen)
+            group = m.lastindex or 0
+            if group > 1:
+                offset, width = branches[(group - 2) % len(branches)]
+                start = m.start(group) - offset
+                if start >= a:
+                    _record(buf, start, m.end(group), width, patterns.words, seen, budget)
 
 
 def _whole_matches(buf, lo: int, hi: int, passes: tuple[_Pass, ...], first: int) -> Iterator[tuple[int, int, int]]:
@@ -876,7 +911,7 @@ def _whole_matches(buf, lo: int, hi: int, passes: tuple[_Pass, ...], first: int)
             offset, width = branches[group - 1]
             start = m.start(group) - offset
             if start >= first:
-                yield start, m.end(), width
+                yield start, m.end(group), width
 
 
 def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns",
@@ -886,27 +921,32 @@ def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatter
     start right at a segment's start: its NUL (two for UTF-16) is the byte
     before (a string at the very start of a section follows the previous
     section's padding); it must end before the segment's end."""
-    words = patterns.words
     for a, b in segments:
         for start, end, width in _whole_matches(buf, max(0, a - 2), b, passes, a):
-            if width == 0:
-                seen.markers.add(buf[start:end])
-                continue
-            if width == 2:
-                budget.hit()
-                seen.heads.add(buf[start:end].decode("utf-16-le"))
-                continue
-            word = buf[start:end].decode("latin-1")
-            head, glue = words[word]
-            if head:  # as many hits as the three separate regexes once counted
-                budget.hit()
-                seen.heads.add(word)
-            if glue:
-                budget.hit()
-                if glue == "versioner":
-                    seen.versioners += 1
-                else:
-                    seen.fragments += 1
+            _record(buf, start, end, width, patterns.words, seen, budget)
+
+
+def _record(buf, start: int, end: int, width: int, words: dict[str, tuple[bool, str]], seen: _Seen,
+            budget: _Budget) -> None:
+    """What the whole string (or marker: ``width`` 0) at [start, end) means."""
+    if width == 0:
+        seen.markers.add(buf[start:end])
+        return
+    if width == 2:
+        budget.hit()
+        seen.heads.add(buf[start:end].decode("utf-16-le"))
+        return
+    word = buf[start:end].decode("latin-1")
+    head, glue = words[word]
+    if head:  # as many hits as the three separate regexes once counted
+        budget.hit()
+        seen.heads.add(word)
+    if glue:
+        budget.hit()
+        if glue == "versioner":
+            seen.versioners += 1
+        else:
+            seen.fragments += 1
 
 
 def _marker_in(buf, marker: bytes, ranges: list[tuple[int, int]],
@@ -1196,17 +1236,25 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
     segments = {r: list(_segments(buf, *r)) for r in {*data, *(const if whole else ())}}
-    for r in data:
-        _scan_data(buf, segments[r], mine, classify, skip, found, seen, budget)
+    merged: dict[tuple[int, int], _Pass] = {}
     markers = None
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
         read_only = [segment for r in const for segment in segments[r]]
-        passes, marked = mine.whole.plan(buf, read_only)
+        dot_free = set(const) <= set(data)  # the same ranges: the suffix search covers the read-only data
+        passes, marked = mine.whole.plan(buf, read_only, dot_free)
+        dots = [p for p in passes if p[0].pattern.startswith(re.escape(b"."))]
+        if dot_free and len(dots) == 1:
+            merged = dict.fromkeys(const, mine.whole.merged(dots[0]))
+            passes = tuple(p for p in passes if p is not dots[0])
         for r in const:
             _scan_whole(buf, segments[r], mine, passes, seen, budget)
         if marked:
             markers = (_marker_in(buf, ZLIB_MARKER, const, segments, seen),
                        _marker_in(buf, LZSS_MARKER, const, segments, seen))
+    for r in data:
+        _scan_data(buf, segments[r], mine, classify, skip, found, seen, budget, merged.get(r))
+    if markers is not None:  # the merged pass may have seen a marker anchored on "."
+        markers = (markers[0] or ZLIB_MARKER in seen.markers, markers[1] or LZSS_MARKER in seen.markers)
     if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
         seen.versioners += _holds_whole(buf, data, mine.versioning)
     for head in seen.heads:
