@@ -55,12 +55,12 @@ A *head* is a template's text before ``{version}`` with a stem in it:
 Each gives a reference with encoding "assembled" and the placeholder
 ``{version}`` (``libcublas.so.{version}``, template=True): the graph stage
 picks the expansion the tree holds. Heads ending in ".so"/".so." are seen by
-the suffix regex; the other whole strings need regexes that stop at every
-NUL, so they run only over read-only data (.rodata/.rdata), only in binaries
-that import a loader function (dlopen, LoadLibraryExW, ...), never in NVIDIA
-libraries (``nvidia=True``; their version templates are checked with three
-finds when they carry unversioned names). Stems built as immediates in code
-are not searched (measured too slow: see rules/runtime/names.toml).
+the suffix regex; the other whole strings (between NULs) are searched only
+in read-only data (.rodata/.rdata), only in binaries that import a loader
+function (dlopen, LoadLibraryExW, ...), never in NVIDIA libraries
+(``nvidia=True``; their version templates are checked with one pass when
+they carry unversioned names). Stems built as immediates in code are not
+searched (measured too slow: see rules/runtime/names.toml).
 
 Cython's compressed string table
 --------------------------------
@@ -112,11 +112,30 @@ Memory: the buffer is searched in place (regex/find over the mmap, slices of
 at most a few hundred bytes around each hit); Python allocations stay
 around 0.1 MB plus one decompressed table.
 
-Speed: one compiled regex per kind of string for all names (suffixes,
-heads, fragments, UTF-16 heads), never a ``find`` per name; the patterns are
-compiled once per scan (:class:`NamePatterns`, held by the payload
-inspector). Measured over a 2.8 GB tree of real CUDA wheels: 0.53 s, the
-same as the search before assembled names (0.57 s).
+Speed: all names are searched at once, never a ``find`` per name; the
+patterns are compiled once per scan (:class:`NamePatterns`, held by the
+payload inspector). sre's fast path is a regex that starts with a literal
+byte: it skips to the next such byte at about 0.35 ns a byte. The suffix
+regex starts with "."; a regex that starts with a NUL (the whole strings
+between NULs) tries a match at each of the NULs that make up a third of a
+typical .rodata (10 to 20 ns each). So the whole strings are found by a few
+regexes that each start with one *anchor* byte, chosen so that every string
+holds one (``c``, ``n``, ``b``, ``.``: :func:`_anchored_passes`), each
+string checked against its NULs by a lookbehind and a lookahead; the one
+anchored on "." rides along with the suffix search; where NULs are few
+(text) the NUL-led regexes are cheaper and are used: the plan is chosen per
+binary from a 16 KB sample of its read-only data (:meth:`_WholeStrings.plan`).
+Cython's markers ride along in the anchored passes; fat binary containers
+are found by memchr for the magic's last byte. Measured with
+``tools/byname_bench.py --against <byname.py of e42b906> --repeat 7 PATH...``
+(min of 7 runs, interleaved with the previous version on a shared 2-core
+machine; identical results on all 625 binaries of the wheels below,
+a Windows and a Linux site-packages and fixtures/), seconds before -> after:
+libllvmlite.so (llvmlite 0.50.0) 0.777 -> 0.140, libtriton.so (triton 3.9.0)
+0.583 -> 0.107, libjax_common.so (jaxlib 0.12.0.1) 0.268 -> 0.052,
+xla_cuda_plugin.so (jax-cuda13-pjrt 0.12.0.1) 0.251 -> 0.063,
+libtorch_cpu.so (torch 2.14.1) 0.243 -> 0.046, libtorch_cuda.so 0.033 ->
+0.014, libcurand.so.10 (deep) 0.091 -> 0.046; all 625: 2.95 -> 1.01.
 """
 from __future__ import annotations
 
@@ -530,6 +549,10 @@ class _WholeStrings:
     plans: dict[tuple[int, ...], tuple[tuple[_Pass, ...], bool]] = field(default_factory=dict)
     #: a pass anchored on "." -> it merged with the suffix search
     joined: dict["re.Pattern[bytes]", _Pass] = field(default_factory=dict)
+    #: the bytes the strings are made of, and NUL
+    used: list[int] = field(default_factory=list)
+    #: (dot_free, the sample's quantised frequencies of ``used``) -> the cover chosen
+    covers: dict[tuple, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
         self.nul = _nul_passes(self.ascii_words, self.wide_words)
@@ -568,13 +591,21 @@ class _WholeStrings:
         if total < PLAN_MIN:
             return self.plans[self.default]
         sample = b"".join(_windows(buf, segments, total))
-        share = {byte: sample.count(byte) / len(sample) for byte in {0, *b"".join(self.ascii_words + self.wide_words)}}
+        if not self.used:
+            self.used = sorted({0, *b"".join(self.ascii_words + self.wide_words)})
+        share = {byte: sample.count(byte) / len(sample) for byte in self.used}
         # frequencies to powers of two: close samples give the same cover (one compiled plan)
         quantised = {byte: 2.0 ** round(math.log2(max(f, 1e-6))) for byte, f in share.items()}
         cost = {byte: _NS_PER_BYTE + _NS_PER_ATTEMPT * f for byte, f in quantised.items()}
         if dot_free and _DOT in cost:
             cost[_DOT] -= _NS_PER_BYTE
-        cover = _cover([*self.ascii_words, *self.wide_words], cost)
+        key = (dot_free, *quantised.values())
+        cover = self.covers.get(key)
+        if cover is None:
+            cover = _cover([*self.ascii_words, *self.wide_words], cost)
+            if len(self.covers) >= 256:
+                self.covers.clear()
+            self.covers[key] = cover
         if cover not in self.plans and len(self.plans) >= MAX_PLANS:
             cover = min(self.plans, key=lambda c: (sum(cost[b] for b in c), c))
         nul_cost = len(self.nul) * _NS_PER_BYTE + _NS_PER_NUL * share[0] * len(self.nul)
