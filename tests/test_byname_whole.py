@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import struct
 
+import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
@@ -224,3 +225,21 @@ def merged_agrees(rules, platform: str, utf16: bool, buf: bytes) -> None:
         byname._scan_whole(buf, segments, mine, whole, seen, budget)
         results.append((found, seen, budget.hits))
     assert results[0] == results[1]
+
+
+def test_hostile_marker_copies_are_capped(rules, monkeypatch):
+    """Cython's markers ride along in the anchored passes: each copy costs a
+    Python step, so a file of copies is refused like one of '.so' strings."""
+    from cuda4amd.model import BinaryInfo, Section
+    from cuda4amd.scan.read.binview import MalformedBinary
+
+    monkeypatch.setattr(byname, "MAX_MARKERS", 10)
+    data = (b"\0" + byname.ZLIB_MARKER) * 20
+    info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll", undefined_symbols=("dlopen",),
+                      sections=(Section(".rodata", 0, len(data), 0, len(data)),))
+    with pytest.raises(MalformedBinary, match="markers"):
+        byname.find_library_names(data, info, rules)
+    data = (b"\0" + byname.ZLIB_MARKER) * 10
+    info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll", undefined_symbols=("dlopen",),
+                      sections=(Section(".rodata", 0, len(data), 0, len(data)),))
+    assert byname.find_library_names(data, info, rules) == ()

@@ -103,7 +103,8 @@ over an unknown-CUDA one, then the longest.
 
 Errors: a corrupt compressed blob is skipped silently (it is not a Cython
 table, or not one we can read). Hostile files are bounded per binary
-(:data:`MAX_HITS` suffix hits, :data:`MAX_ATTEMPTS` candidate blobs,
+(:data:`MAX_HITS` suffix hits and whole strings, :data:`MAX_MARKERS`
+occurrences of Cython's markers, :data:`MAX_ATTEMPTS` candidate blobs,
 :data:`MAX_INFLATED_TOTAL` decompressed bytes, 16 MB per blob); going over
 raises :class:`~cuda4amd.binview.MalformedBinary`. Anything unexpected also
 surfaces as MalformedBinary, never another exception type.
@@ -184,6 +185,9 @@ MAX_INFLATE = 16 * 1024 * 1024
 #: decompressed bytes (a real module has one table of some KB).
 MAX_ATTEMPTS = 100_000
 MAX_INFLATED_TOTAL = 64 * 1024 * 1024
+#: Occurrences of Cython's markers seen by the whole-string passes, per binary
+#: (a module has one of each; each costs a Python step, a find for one did not).
+MAX_MARKERS = 1000
 #: Bytes between two fat binary containers worth searching (less is padding).
 MIN_GAP = 16
 
@@ -814,12 +818,19 @@ class _Budget:
     """Work limits for one binary; exceeding one means a hostile file and
     raises MalformedBinary (a real binary stays far below each)."""
 
-    __slots__ = ("hits", "attempts", "inflated")
+    __slots__ = ("hits", "attempts", "inflated", "markers")
 
     def __init__(self) -> None:
         self.hits = MAX_HITS
         self.attempts = MAX_ATTEMPTS
         self.inflated = MAX_INFLATED_TOTAL
+        self.markers = MAX_MARKERS
+
+    def marker(self) -> None:
+        self.markers -= 1
+        if self.markers < 0:
+            raise MalformedBinary(
+                f"more than {MAX_MARKERS} copies of Cython's string-table markers (hostile file?)")
 
     def hit(self) -> None:
         self.hits -= 1
@@ -961,6 +972,7 @@ def _record(buf, start: int, end: int, width: int, words: dict[str, tuple[bool, 
             budget: _Budget) -> None:
     """What the whole string (or marker: ``width`` 0) at [start, end) means."""
     if width == 0:
+        budget.marker()
         seen.markers.add(buf[start:end])
         return
     if width == 2:
