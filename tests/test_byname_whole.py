@@ -243,3 +243,13 @@ def test_hostile_marker_copies_are_capped(rules, monkeypatch):
     info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll", undefined_symbols=("dlopen",),
                       sections=(Section(".rodata", 0, len(data), 0, len(data)),))
     assert byname.find_library_names(data, info, rules) == ()
+
+
+def test_the_suffix_regex_starts_with_the_bytes_the_merged_pass_lets_through():
+    import re
+
+    body = re.compile(byname._HIT_BODY)
+    for byte in range(256):
+        for tail in (b"ll", b"LL", b"lL", b"o", b"\0l\0l\0", b"\0L\0L\0", b"\0o\0"):
+            if body.match(bytes([byte]) + tail):
+                assert byte in byname._HIT_FIRST
