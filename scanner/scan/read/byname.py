@@ -55,12 +55,12 @@ A *head* is a template's text before ``{version}`` with a stem in it:
 Each gives a reference with encoding "assembled" and the placeholder
 ``{version}`` (``libcublas.so.{version}``, template=True): the graph stage
 picks the expansion the tree holds. Heads ending in ".so"/".so." are seen by
-the suffix regex; the other whole strings need regexes that stop at every
-NUL, so they run only over read-only data (.rodata/.rdata), only in binaries
-that import a loader function (dlopen, LoadLibraryExW, ...), never in NVIDIA
-libraries (``nvidia=True``; their version templates are checked with three
-finds when they carry unversioned names). Stems built as immediates in code
-are not searched (measured too slow: see rules/runtime/names.toml).
+the suffix regex; the other whole strings (between NULs) are searched only
+in read-only data (.rodata/.rdata), only in binaries that import a loader
+function (dlopen, LoadLibraryExW, ...), never in NVIDIA libraries
+(``nvidia=True``; their version templates are checked with one pass when
+they carry unversioned names). Stems built as immediates in code are not
+searched (measured too slow: see rules/runtime/names.toml).
 
 Cython's compressed string table
 --------------------------------
@@ -103,7 +103,8 @@ over an unknown-CUDA one, then the longest.
 
 Errors: a corrupt compressed blob is skipped silently (it is not a Cython
 table, or not one we can read). Hostile files are bounded per binary
-(:data:`MAX_HITS` suffix hits, :data:`MAX_ATTEMPTS` candidate blobs,
+(:data:`MAX_HITS` suffix hits and whole strings, :data:`MAX_MARKERS`
+occurrences of Cython's markers, :data:`MAX_ATTEMPTS` candidate blobs,
 :data:`MAX_INFLATED_TOTAL` decompressed bytes, 16 MB per blob); going over
 raises :class:`~cuda4amd.binview.MalformedBinary`. Anything unexpected also
 surfaces as MalformedBinary, never another exception type.
@@ -112,20 +113,40 @@ Memory: the buffer is searched in place (regex/find over the mmap, slices of
 at most a few hundred bytes around each hit); Python allocations stay
 around 0.1 MB plus one decompressed table.
 
-Speed: one compiled regex per kind of string for all names (suffixes,
-heads, fragments, UTF-16 heads), never a ``find`` per name; the patterns are
-compiled once per scan (:class:`NamePatterns`, held by the payload
-inspector). Measured over a 2.8 GB tree of real CUDA wheels: 0.53 s, the
-same as the search before assembled names (0.57 s).
+Speed: all names are searched at once, never a ``find`` per name; the
+patterns are compiled once per scan (:class:`NamePatterns`, held by the
+payload inspector). sre's fast path is a regex that starts with a literal
+byte: it skips to the next such byte at about 0.35 ns a byte. The suffix
+regex starts with "."; a regex that starts with a NUL (the whole strings
+between NULs) tries a match at each of the NULs that make up a third of a
+typical .rodata (10 to 20 ns each). So the whole strings are found by a few
+regexes that each start with one *anchor* byte, chosen so that every string
+holds one (``c``, ``n``, ``b``, ``.``: :func:`_anchored_passes`), each
+string checked against its NULs by a lookbehind and a lookahead; the one
+anchored on "." rides along with the suffix search; where NULs are few
+(text) the NUL-led regexes are cheaper and are used: the plan is chosen per
+binary from a 16 KB sample of its read-only data (:meth:`_WholeStrings.plan`).
+Cython's markers ride along in the anchored passes; fat binary containers
+are found by memchr for the magic's last byte. Measured with
+``tools/byname_bench.py --against <byname.py of e42b906> --repeat 7 PATH...``
+(min of 7 runs, interleaved with the previous version on a shared 2-core
+machine; identical results on all 625 binaries of the wheels below,
+a Windows and a Linux site-packages and fixtures/), seconds before -> after:
+libllvmlite.so (llvmlite 0.50.0) 0.807 -> 0.134, libtriton.so (triton 3.9.0)
+0.587 -> 0.099, libjax_common.so (jaxlib 0.12.0.1) 0.259 -> 0.046,
+xla_cuda_plugin.so (jax-cuda13-pjrt 0.12.0.1) 0.236 -> 0.055,
+libtorch_cpu.so (torch 2.14.1) 0.209 -> 0.042, libtorch_cuda.so 0.033 ->
+0.014, libcurand.so.10 (deep) 0.084 -> 0.046; all 625: 2.87 -> 0.96.
 """
 from __future__ import annotations
 
 import bz2
 import itertools
+import math
 import re
 import struct
 import zlib
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Iterable, Iterator
 
 from cuda4amd.model import BinaryInfo, NameReference, platform_of
@@ -164,6 +185,9 @@ MAX_INFLATE = 16 * 1024 * 1024
 #: decompressed bytes (a real module has one table of some KB).
 MAX_ATTEMPTS = 100_000
 MAX_INFLATED_TOTAL = 64 * 1024 * 1024
+#: Occurrences of Cython's markers seen by the whole-string passes, per binary
+#: (a module has one of each; each costs a Python step, a find for one did not).
+MAX_MARKERS = 1000
 #: Bytes between two fat binary containers worth searching (less is padding).
 MIN_GAP = 16
 
@@ -197,10 +221,10 @@ _WORD_CHAR = re.compile(r"[A-Za-z0-9_]", re.ASCII)
 _LEAD_TEMPLATES = re.compile(r"(?:" + _TEMPLATE_SRC + r")+", re.ASCII)
 
 #: One pass over the data finds both encodings' suffixes.
-_HIT = re.compile(
-    rb"\.(?:[dD][lL][lL]|so)"
-    rb"|\.\x00(?:[dD]\x00[lL]\x00[lL]|s\x00o)\x00"
-)
+_HIT_BODY = rb"(?:[dD][lL][lL]|so)|\x00(?:[dD]\x00[lL]\x00[lL]|s\x00o)\x00"
+_HIT = re.compile(rb"\.(?:" + _HIT_BODY + rb")")
+#: The bytes _HIT_BODY can start with.
+_HIT_FIRST = b"dDs\x00"
 _HIT_ASCII = re.compile(rb"\.(?:[dD][lL][lL]|so)")
 
 _NUMBERS = tuple(str(n) for n in (*range(14), 100, 101, 102, 110, 111, 112, 120, 130))
@@ -370,14 +394,271 @@ def _trie_regex(words: Iterable[bytes]) -> bytes:
     return build(trie)
 
 
+#: One whole-string pass: its regex, and per capturing group how many bytes
+#: before the group the string starts and its bytes per character (1: ASCII,
+#: 2: UTF-16LE). The last group that matched says which string it is.
+_Pass = tuple["re.Pattern[bytes]", tuple[tuple[int, int], ...]]
+
+# Cost model of one pass, measured with CPython 3.11's sre on the .rodata of
+# libllvmlite.so (59 MiB, a third NULs), libtorch_cuda.so (9 MiB of text, 3%
+# NULs) and ctranslate2.dll (8 MiB, 7% NULs): a regex that starts with one
+# literal byte skips to the next such byte at about 0.35 ns a byte; each
+# occurrence of that byte costs a match attempt, about 15 ns (20 ns for the
+# NUL-led trie of every string, whose attempt starts at every NUL).
+_NS_PER_BYTE = 0.35
+_NS_PER_ATTEMPT = 15.0
+_NS_PER_NUL = 20.0
+#: Read-only data below this size is searched with the default plan (choosing
+#: one costs more than it saves).
+PLAN_MIN = 1 << 20
+#: The sample a plan is chosen from: this many windows of this many bytes.
+PLAN_WINDOWS = 64
+PLAN_WINDOW = 256
+#: Plans compiled per platform at most (a hostile tree cannot make every
+#: binary compile its own).
+MAX_PLANS = 8
+
+
+def _trie_group(strings: list[bytes]) -> bytes:
+    return b"(" + _trie_regex(strings) + b")"
+
+
+def _nul_passes(ascii_words: list[bytes], wide_words: list[bytes]) -> tuple[_Pass, ...]:
+    """The NUL-led plan: one regex per encoding, each string between NULs
+    (the way the search was first written; cheap where NULs are few)."""
+    passes: list[_Pass] = []
+    if ascii_words:
+        regex = re.compile(b"\x00" + _trie_group(ascii_words) + b"(?=\x00)", re.DOTALL)
+        passes.append((regex, ((0, 1),)))
+    if wide_words:
+        regex = re.compile(b"\x00\x00" + _trie_group([_wide(w) for w in wide_words]) + b"(?=\x00\x00)",
+                           re.DOTALL)
+        passes.append((regex, ((0, 2),)))
+    return tuple(passes)
+
+
+def _anchored_passes(ascii_words: list[bytes], wide_words: list[bytes],
+                     anchors: tuple[int, ...], markers: Iterable[bytes] = ()) -> tuple[_Pass, ...]:
+    """The anchored plan: one regex per anchor byte (every string contains
+    one of ``anchors``), for the strings whose first anchor byte it is.
+
+    Each regex starts with its anchor as a literal: sre then skips to the
+    next anchor byte in a tight loop instead of starting a match at every
+    NUL. After the anchor, a trie of what follows it in the strings; each
+    string ends in a lookbehind for the whole string with the NUL(s) before
+    it, a lookahead for the NUL(s) after and an empty group that names it.
+    A string is looked for only at its first anchor byte, so each occurrence
+    matches once (strings between NULs never overlap). A lookbehind may look
+    before the searched range: the caller checks where the string starts.
+
+    ``markers`` (each with an anchor byte): text looked for anywhere, not
+    between NULs, reported with 0 bytes per character. They hold no NUL, so
+    they never overlap a string between NULs."""
+    if wide_words and any(len(w) < 2 for w in ascii_words):
+        # a one-byte string between NULs also sits inside UTF-16 text: its own passes, or
+        # one match would hide the other
+        return _anchored_passes(ascii_words, [], anchors, markers) + _anchored_passes([], wide_words, anchors)
+    grouped: dict[int, list[tuple[bytes, bytes, int]]] = {}
+    for word, width in sorted({(w, 1) for w in ascii_words} | {(w, 2) for w in wide_words}
+                              | {(m, 0) for m in markers}):
+        k = min(word.index(a) for a in anchors if a in word)
+        grouped.setdefault(word[k], []).append((word, word[k + 1:], width))
+    passes: list[_Pass] = []
+    for anchor in sorted(grouped):
+        leaves = []
+        for word, rest, width in grouped[anchor]:
+            if width == 0:
+                leaf = b"(?<=" + re.escape(word) + b")()"
+                leaves.append((rest, leaf, (len(word), width)))
+                continue
+            if width == 1:
+                behind, ahead = b"\x00" + word, b"\x00"
+            else:  # the rest starts with the anchor's high byte
+                behind, ahead = b"\x00\x00" + _wide(word), b"\x00\x00"
+                rest = b"\x00" + _wide(rest)
+            leaf = b"(?<=" + re.escape(behind) + b")(?=" + re.escape(ahead) + b")()"
+            leaves.append((rest, leaf, (width * len(word), width)))
+        body, branches = _leaf_trie(leaves)
+        passes.append((re.compile(re.escape(bytes([anchor])) + body, re.DOTALL), branches))
+    return tuple(passes)
+
+
+def _leaf_trie(entries: list[tuple[bytes, bytes, tuple[int, int]]]) -> tuple[bytes, tuple[tuple[int, int], ...]]:
+    """A trie of the ``(text, leaf, branch)`` entries' texts, each ending in
+    its leaf pattern (one capturing group); returns it and the branches in
+    the order of their groups. Alternatives start with their literal byte
+    where they can (sre rejects those without entering them); leaves last."""
+    trie: dict = {}
+    for text, leaf, branch in entries:
+        node = trie
+        for byte in text:
+            node = node.setdefault(byte, {})
+        node.setdefault(None, []).append((leaf, branch))
+    branches: list[tuple[int, int]] = []
+
+    def build(node: dict) -> bytes:
+        alternatives = [re.escape(bytes([b])) + build(child) for b, child in sorted(
+            ((b, c) for b, c in node.items() if b is not None))]
+        for leaf, branch in node.get(None, []):
+            alternatives.append(leaf)
+            branches.append(branch)
+        return alternatives[0] if len(alternatives) == 1 else b"(?:" + b"|".join(alternatives) + b")"
+
+    return build(trie), tuple(branches)
+
+
+def _wide(text: bytes) -> bytes:
+    return text.decode("latin-1").encode("utf-16-le")
+
+
+def _cover(words: Iterable[bytes], cost: dict[int, float] | None = None) -> tuple[int, ...]:
+    """Anchor bytes such that every word contains one, sorted: greedy, the
+    byte with the least cost per word not yet covered first (without
+    ``cost``: the byte most words contain; ties to the lower byte); then
+    each byte that the others make redundant is dropped."""
+    left = {w for w in words if w}  # the rules refuse empty strings
+    chosen: list[int] = []
+    while left:
+        counts: dict[int, int] = {}
+        for word in left:
+            for byte in set(word):
+                counts[byte] = counts.get(byte, 0) + 1
+        best = min(counts, key=lambda b: ((cost[b] if cost else 1.0) / counts[b], b))
+        chosen.append(best)
+        left = {w for w in left if best not in w}
+    everything = {w for w in words if w}
+    for byte in sorted(chosen, key=lambda b: -(cost[b] if cost else 0.0)):
+        rest = [a for a in chosen if a != byte]
+        if all(any(a in w for a in rest) for w in everything):
+            chosen = rest
+    return tuple(sorted(chosen))
+
+
+_DOT = ord(".")
+
+
+@dataclass
+class _WholeStrings:
+    """Heads, fragments and version templates as whole strings (heads in
+    UTF-16LE too, PE only), and the plans that search them: NUL-led or
+    anchored on a cover of bytes, chosen per binary from a sample of its
+    read-only data (:meth:`plan`). An anchored plan also looks for Cython's
+    markers (:data:`ZLIB_MARKER`, :data:`LZSS_MARKER`) when its anchors
+    cover them: then their own search is needed only off the segments."""
+
+    ascii_words: list[bytes]
+    wide_words: list[bytes]
+    markers: list[bytes] = field(default_factory=lambda: [ZLIB_MARKER, LZSS_MARKER])
+    nul: tuple[_Pass, ...] = ()
+    default: tuple[int, ...] = ()
+    #: cover -> (its passes, whether they look for the markers)
+    plans: dict[tuple[int, ...], tuple[tuple[_Pass, ...], bool]] = field(default_factory=dict)
+    #: a pass anchored on "." -> it merged with the suffix search
+    joined: dict["re.Pattern[bytes]", _Pass] = field(default_factory=dict)
+    #: the bytes the strings are made of, and NUL
+    used: list[int] = field(default_factory=list)
+    #: (dot_free, the sample's quantised frequencies of ``used``) -> the cover chosen
+    covers: dict[tuple, tuple[int, ...]] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.nul = _nul_passes(self.ascii_words, self.wide_words)
+        self.default = _cover([*self.ascii_words, *self.wide_words])
+        self.anchored(self.default)
+
+    def anchored(self, cover: tuple[int, ...]) -> tuple[tuple[_Pass, ...], bool]:
+        if cover not in self.plans:
+            marked = bool(self.ascii_words or self.wide_words) and all(
+                any(a in m for a in cover) for m in self.markers)
+            passes = _anchored_passes(self.ascii_words, self.wide_words, cover, self.markers if marked else [])
+            self.plans[cover] = passes, marked
+        return self.plans[cover]
+
+    def merged(self, dot: _Pass) -> _Pass:
+        """The suffix search and the anchored pass ``dot`` (anchor ".") as one
+        regex: each match takes the "." alone, so the suffix hits are those of
+        :data:`_HIT` (none holds a second "."); group 1 is the suffix after the
+        ".", the later groups are ``dot``'s twice over (with and without one)."""
+        if dot[0] not in self.joined:
+            body = dot[0].pattern[len(re.escape(b".")):]
+            # the bytes that can follow the "." of a match: checked first, most "." fail there
+            # without entering the two lookaheads (measured: then as fast as the suffix search alone)
+            followers = set(_HIT_FIRST)
+            gate = True
+            for text in (*self.ascii_words, *self.markers):
+                for i, byte in enumerate(text):
+                    if byte == _DOT:
+                        if i + 1 < len(text):
+                            followers.add(text[i + 1])
+                        elif text in self.markers:
+                            gate = False  # a marker may end at its "."
+                        else:
+                            followers.add(0)  # a string between NULs ends there
+            if any(_DOT in w for w in self.wide_words):
+                followers.add(0)  # the "."'s high byte
+            lead = rb"\.(?=[" + b"".join(re.escape(bytes([b])) for b in sorted(followers)) + rb"])" if gate else rb"\."
+            regex = re.compile(lead + rb"(?:(?=(" + _HIT_BODY + rb"))(?:(?=" + body + rb")|)|(?=" + body + rb"))",
+                               re.DOTALL)
+            self.joined[dot[0]] = regex, dot[1]
+        return self.joined[dot[0]]
+
+    def plan(self, buf, segments: list[tuple[int, int]],
+             dot_free: bool = False) -> tuple[tuple[_Pass, ...], bool]:
+        """The cheaper plan for these segments by the cost model above, from
+        the byte frequencies of evenly spread sample windows: its passes, and
+        whether they look for the markers. ``dot_free``: a pass anchored on
+        "." can ride along with the suffix search (:meth:`merged`)."""
+        total = sum(b - a for a, b in segments)
+        if not self.ascii_words and not self.wide_words:
+            return (), False
+        if total < PLAN_MIN:
+            return self.plans[self.default]
+        sample = b"".join(_windows(buf, segments, total))
+        if not self.used:
+            self.used = sorted({0, *b"".join(self.ascii_words + self.wide_words)})
+        share = {byte: sample.count(byte) / len(sample) for byte in self.used}
+        # frequencies to powers of two: close samples give the same cover (one compiled plan)
+        quantised = {byte: 2.0 ** round(math.log2(max(f, 1e-6))) for byte, f in share.items()}
+        cost = {byte: _NS_PER_BYTE + _NS_PER_ATTEMPT * f for byte, f in quantised.items()}
+        if dot_free and _DOT in cost:
+            cost[_DOT] -= _NS_PER_BYTE
+        key = (dot_free, *quantised.values())
+        cover = self.covers.get(key)
+        if cover is None:
+            cover = _cover([*self.ascii_words, *self.wide_words], cost)
+            if len(self.covers) >= 256:
+                self.covers.clear()
+            self.covers[key] = cover
+        if cover not in self.plans and len(self.plans) >= MAX_PLANS:
+            cover = min(self.plans, key=lambda c: (sum(cost[b] for b in c), c))
+        nul_cost = len(self.nul) * _NS_PER_BYTE + _NS_PER_NUL * share[0] * len(self.nul)
+        if nul_cost < sum(cost[b] for b in cover):
+            return self.nul, False
+        return self.anchored(cover)
+
+
+def _windows(buf, segments: list[tuple[int, int]], total: int) -> Iterator[bytes]:
+    """PLAN_WINDOWS windows of PLAN_WINDOW bytes, evenly spread over the segments."""
+    step = total // PLAN_WINDOWS
+    it = iter(segments)
+    a, b = next(it)
+    skipped = 0  # bytes of the segments before [a, b)
+    for k in range(PLAN_WINDOWS):
+        at = k * step
+        while at >= skipped + (b - a):
+            skipped += b - a
+            a, b = next(it)
+        lo = a + at - skipped
+        yield buf[lo:min(b, lo + PLAN_WINDOW)]
+
+
 @dataclass(frozen=True)
 class _PlatformPatterns:
-    #: stems and heads as whole (NUL-bounded) strings, group 1
-    whole: re.Pattern[bytes] | None
-    #: composition fragments and version templates as whole strings: group "fragment" or "versioner"
-    glue: re.Pattern[bytes] | None
-    #: the heads in UTF-16LE (PE only)
-    wide: re.Pattern[bytes] | None
+    #: heads, fragments and version templates as whole strings, and their plans
+    whole: _WholeStrings
+    #: ASCII whole string -> (is a head, "fragment" / "versioner" / "")
+    words: dict[str, tuple[bool, str]]
+    #: the version templates alone as whole strings
+    versioning: tuple[_Pass, ...]
     #: head -> (names it assembles, strong)
     heads: dict[str, tuple[frozenset[str], bool]]
     #: what a versioner template appends to a base name ("" when the platform has none)
@@ -404,22 +685,20 @@ class NamePatterns:
         classify = _Classifier(self.rules, platform)
         heads = {h: v for h, v in name_heads(self.name_rules, self.rules, platform).items()
                  if not classify.plain(h)}  # a complete name is the suffix search's job
-        ascii_heads = [h.encode("latin-1") for h in heads]
-        fragments = [f.encode("latin-1") for f in self.name_rules.fragments.get(platform, ())]
-        # two regexes, each with a literal NUL in front (the engine then stops only at NULs):
-        # measured 3x faster than one alternation of both, and 10x faster than no NUL in front
-        whole = re.compile(b"\\x00(" + _trie_regex(ascii_heads) + b")(?=\\x00)", re.DOTALL) if ascii_heads else None
+        fragments = self.name_rules.fragments.get(platform, ())
         versioning, appends = self.name_rules.versioners.get(platform, ((), ""))
-        pieces = [b"(?P<fragment>" + _trie_regex(fragments) + b")"] if fragments else []
-        if versioning:
-            pieces.append(b"(?P<versioner>" + _trie_regex(v.encode("latin-1") for v in versioning) + b")")
-        glue = re.compile(b"\\x00(?:" + b"|".join(pieces) + b")(?=\\x00)", re.DOTALL) if pieces else None
-        wide = None
-        if ascii_heads and utf16:
-            units = [h.encode("utf-16-le") for h in heads]
-            wide = re.compile(b"\\x00\\x00(" + _trie_regex(units) + b")(?=\\x00\\x00)", re.DOTALL)
-        return _PlatformPatterns(whole, glue, wide, heads, appends)
-
+        words: dict[str, tuple[bool, str]] = {}
+        for v in versioning:
+            words[v] = (False, "versioner")
+        for f in fragments:
+            words[f] = (False, "fragment")  # a string that is both counts as a fragment
+        for h in heads:
+            words[h] = (True, words.get(h, (False, ""))[1])
+        ascii_words = [w.encode("latin-1") for w in words]
+        wide_words = [h.encode("latin-1") for h in heads] if utf16 else []
+        versioners = [v.encode("latin-1") for v in versioning]
+        return _PlatformPatterns(_WholeStrings(ascii_words, wide_words), words,
+                                 _anchored_passes(versioners, [], _cover(versioners)), heads, appends)
 
 
 # ---------------------------------------------------------------------------
@@ -446,9 +725,9 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
 def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
     """[lo, hi) minus the fat binary containers in it (not read, just skipped)."""
     pos = search = lo
-    find = buf.find
+    magic = _Magic(buf, hi)
     while search < hi:
-        m = find(MAGIC_BYTES, search, hi)
+        m = magic.find(search)
         if m < 0:
             break
         if m + 16 <= hi:
@@ -461,6 +740,45 @@ def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
         search = m + 4
     if pos < hi:
         yield pos, hi
+
+
+#: The container magic as a regex: sre's literal search is 1.8x faster than
+#: mmap.find here (measured on libllvmlite.so's 59 MiB .rodata: 18 vs 33 ms).
+_CONTAINER = re.compile(re.escape(MAGIC_BYTES))
+#: Its last byte, rare in data (0.1 to 1 per KiB in the .rodata of
+#: libllvmlite.so, libtriton.so, libtorch_cpu.so, xla_cuda_plugin.so): a
+#: memchr for it and a compare is faster still, until it is not rare.
+_MAGIC_LAST = MAGIC_BYTES[-1:]
+#: Misses allowed before the regex takes over: this many, and one per KiB searched.
+MAGIC_MISSES = 64
+
+
+class _Magic:
+    """Where the container magic occurs in ``buf`` before ``hi``, from a position on:
+    bytes.find (memchr) for its last byte while that byte is rare, then the regex."""
+
+    __slots__ = ("buf", "hi", "start", "misses")
+
+    def __init__(self, buf, hi: int) -> None:
+        self.buf = buf
+        self.hi = hi
+        self.start = -1
+        self.misses = 0
+
+    def find(self, at: int) -> int:
+        buf, hi = self.buf, self.hi
+        if self.start < 0:
+            self.start = at
+        while self.misses <= MAGIC_MISSES or self.misses << 10 <= at - self.start:
+            last = buf.find(_MAGIC_LAST, at + 3, hi)
+            if last < 0:
+                return -1
+            if buf[last - 3:last + 1] == MAGIC_BYTES:
+                return last - 3
+            self.misses += 1
+            at = last - 2  # a magic ending at this byte was not there: one ends later, if any
+        found = _CONTAINER.search(buf, at, hi)
+        return -1 if found is None else found.start()
 
 
 def _pe_directory_names(buf) -> set[int]:
@@ -518,12 +836,19 @@ class _Budget:
     """Work limits for one binary; exceeding one means a hostile file and
     raises MalformedBinary (a real binary stays far below each)."""
 
-    __slots__ = ("hits", "attempts", "inflated")
+    __slots__ = ("hits", "attempts", "inflated", "markers")
 
     def __init__(self) -> None:
         self.hits = MAX_HITS
         self.attempts = MAX_ATTEMPTS
         self.inflated = MAX_INFLATED_TOTAL
+        self.markers = MAX_MARKERS
+
+    def marker(self) -> None:
+        self.markers -= 1
+        if self.markers < 0:
+            raise MalformedBinary(
+                f"more than {MAX_MARKERS} copies of Cython's string-table markers (hostile file?)")
 
     def hit(self) -> None:
         self.hits -= 1
@@ -544,16 +869,15 @@ class _Budget:
                 f"compressed string tables inflate to more than {MAX_INFLATED_TOTAL >> 20} MB (hostile file?)")
 
 
-def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
+def _suffix_hit(buf, lo: int, hi: int, p: int, q: int, classify: _Classifier, skip: set[int],
                 found: set[NameReference], heads: dict | None = None, seen: "_Seen | None" = None) -> None:
-    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE): the name that ends there.
-    With ``heads``: a whole string that is the head of an assembled name
-    ("libnvrtc.so." + version) is recorded in ``seen``."""
-    p, q = m.start(), m.end()
+    """A '.dll'/'.so' occurrence (ASCII or UTF-16LE) at [p, q): the name that
+    ends there. With ``heads``: a whole string that is the head of an
+    assembled name ("libnvrtc.so." + version) is recorded in ``seen``."""
     if q - p <= 4:  # ".dll" / ".so"
         before = buf[max(lo, p - MAX_NAME):p].decode("latin-1")
         after = buf[q:min(hi, q + 48)].decode("latin-1")
-        suffix = m.group().decode("latin-1")
+        suffix = buf[p:q].decode("latin-1")
         if heads and seen is not None and after[:2] == ".\0" and _head_at(before, suffix, after, heads, seen):
             return  # "libnvrtc.so." is the start of a name, not the unversioned name
         hit = _names_in(before, suffix, after, classify, glued=False)
@@ -570,7 +894,7 @@ def _suffix_hit(buf, lo: int, hi: int, m, classify: _Classifier, skip: set[int],
         before = _utf16_text(buf[p - 2 * k:p])
         end = min(hi, q + 96)
         after = _utf16_text(buf[q:end - (end - q) % 2])
-        suffix = _utf16_text(m.group())
+        suffix = _utf16_text(buf[p:q])
         hit = _names_in(before, suffix, after, classify, glued=False)
         if hit is not None:
             name = hit[0]
@@ -601,46 +925,113 @@ class _Seen:
     heads: set[str]
     fragments: int = 0
     versioners: int = 0
+    #: Cython's markers the whole-string passes saw
+    markers: set[bytes] = field(default_factory=set)
 
 
-def _scan_data(buf, lo: int, hi: int, patterns: "_PlatformPatterns", classify: _Classifier,
-               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget) -> None:
+def _scan_data(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns", classify: _Classifier,
+               skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget,
+               merged: _Pass | None = None) -> None:
     """The data between fat binary containers: one regex (ASCII and
     UTF-16LE at once) for names ending in .dll/.so, as before; heads that end
     in ".so"/".so." ("libnvrtc.so." + version) are recognised on the way.
 
-    The other whole strings (bare stems, "cublas64_", fragments) need
-    regexes that stop at every NUL (about 3 ns a byte); :func:`_scan_whole`
-    runs them only over read-only data and only in binaries that load
-    libraries themselves. One alternation of every pattern would try each
-    branch at every byte (measured 10 to 50 times slower)."""
-    for a, b in _segments(buf, lo, hi):
-        for m in _HIT.finditer(buf, a, b):
-            budget.hit()
-            _suffix_hit(buf, a, b, m, classify, skip, found, patterns.heads, seen)
+    The other whole strings (bare stems, "cublas64_", fragments) are
+    :func:`_scan_whole`'s: it runs only over read-only data and only in
+    binaries that load libraries themselves. Where these segments are also
+    read-only data, ``merged`` (:meth:`_WholeStrings.merged`) finds the
+    suffixes and the whole strings whose anchor is "." in one pass."""
+    if merged is None:
+        for a, b in segments:
+            for m in _HIT.finditer(buf, a, b):
+                budget.hit()
+                _suffix_hit(buf, a, b, m.start(), m.end(), classify, skip, found, patterns.heads, seen)
+        return
+    regex, branches = merged
+    for a, b in segments:
+        for m in regex.finditer(buf, a, b):
+            if m.start(1) >= 0:
+                budget.hit()
+                _suffix_hit(buf, a, b, m.start(), m.end(1), classify, skip, found, patterns.heads, seen)
+            group = m.lastindex or 0
+            if group > 1:
+                offset, width = branches[(group - 2) % len(branches)]
+                start = m.start(group) - offset
+                if start >= a:
+                    _record(buf, start, m.end(group), width, patterns.words, seen, budget)
 
 
-def _scan_whole(buf, lo: int, hi: int, patterns: "_PlatformPatterns", seen: _Seen, budget: _Budget) -> None:
-    """Stems, heads, fragments and version templates as whole strings in
-    [lo, hi) (read-only data), fat binary containers skipped. A match may
-    start one NUL (two for UTF-16) before the range: a string at the very
-    start of a section follows the previous section's padding."""
-    for a, b in _segments(buf, lo, hi):
-        if patterns.whole is not None:
-            for m in patterns.whole.finditer(buf, max(0, a - 1), b):
-                budget.hit()
-                seen.heads.add(m.group(1).decode("latin-1"))
-        if patterns.glue is not None:
-            for m in patterns.glue.finditer(buf, max(0, a - 1), b):
-                budget.hit()
-                if m.lastgroup == "versioner":
-                    seen.versioners += 1
-                else:
-                    seen.fragments += 1
-        if patterns.wide is not None:
-            for m in patterns.wide.finditer(buf, max(0, a - 2), b):
-                budget.hit()
-                seen.heads.add(m.group(1).decode("utf-16-le", "replace"))
+def _whole_matches(buf, lo: int, hi: int, passes: tuple[_Pass, ...], first: int) -> Iterator[tuple[int, int, int]]:
+    """(start, end, bytes per character) of the passes' strings in [lo, hi)
+    that start at ``first`` or later (their NULs before may lie before lo;
+    the NULs after lie before hi)."""
+    for regex, branches in passes:
+        for m in regex.finditer(buf, lo, hi):
+            group = m.lastindex or 0
+            offset, width = branches[group - 1]
+            start = m.start(group) - offset
+            if start >= first:
+                yield start, m.end(group), width
+
+
+def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns",
+                passes: tuple[_Pass, ...], seen: _Seen, budget: _Budget) -> None:
+    """Stems, heads, fragments and version templates as whole strings in the
+    segments (read-only data, fat binary containers skipped). A string may
+    start right at a segment's start: its NUL (two for UTF-16) is the byte
+    before (a string at the very start of a section follows the previous
+    section's padding); it must end before the segment's end."""
+    for a, b in segments:
+        for start, end, width in _whole_matches(buf, max(0, a - 2), b, passes, a):
+            _record(buf, start, end, width, patterns.words, seen, budget)
+
+
+def _record(buf, start: int, end: int, width: int, words: dict[str, tuple[bool, str]], seen: _Seen,
+            budget: _Budget) -> None:
+    """What the whole string (or marker: ``width`` 0) at [start, end) means."""
+    if width == 0:
+        budget.marker()
+        seen.markers.add(buf[start:end])
+        return
+    if width == 2:
+        budget.hit()
+        seen.heads.add(buf[start:end].decode("utf-16-le"))
+        return
+    word = buf[start:end].decode("latin-1")
+    head, glue = words[word]
+    if head:  # as many hits as the three separate regexes once counted
+        budget.hit()
+        seen.heads.add(word)
+    if glue:
+        budget.hit()
+        if glue == "versioner":
+            seen.versioners += 1
+        else:
+            seen.fragments += 1
+
+
+def _marker_in(buf, marker: bytes, ranges: list[tuple[int, int]],
+               segments: dict[tuple[int, int], list[tuple[int, int]]], seen: _Seen) -> bool:
+    """Whether ``marker`` occurs in the ranges (as ``buf.find(marker, lo, hi)``),
+    the passes having looked inside the segments: the rest is what an
+    occurrence off the segments (in or across a container or the padding
+    between two) can touch."""
+    if marker in seen.markers:
+        return True
+    reach = len(marker) - 1
+    for lo, hi in ranges:
+        edge = lo
+        for a, b in [*segments[(lo, hi)], (hi, hi)]:
+            if a > edge and buf.find(marker, max(lo, edge - reach), min(hi, a + reach)) >= 0:
+                return True
+            edge = b
+    return False
+
+
+def _holds_whole(buf, ranges: list[tuple[int, int]], passes: tuple[_Pass, ...]) -> bool:
+    """Whether some range holds one of the passes' strings whole, its NULs
+    inside the range (as ``buf.find(b"\\0" + string + b"\\0", lo, hi)``)."""
+    return any(next(_whole_matches(buf, lo, hi, passes, lo + 1), None) for lo, hi in ranges)
 
 
 def _scan_table(data: bytes, encoding: str, classify: _Classifier,
@@ -905,15 +1296,28 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     whole = not nvidia and loads_libraries(info, patterns.name_rules.loader_functions)
     data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
-    for lo, hi in data:
-        _scan_data(buf, lo, hi, mine, classify, skip, found, seen, budget)
+    segments = {r: list(_segments(buf, *r)) for r in {*data, *(const if whole else ())}}
+    merged: dict[tuple[int, int], _Pass] = {}
+    markers = None
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
-        for lo, hi in const:
-            _scan_whole(buf, lo, hi, mine, seen, budget)
+        read_only = [segment for r in const for segment in segments[r]]
+        dot_free = set(const) <= set(data)  # the same ranges: the suffix search covers the read-only data
+        passes, marked = mine.whole.plan(buf, read_only, dot_free)
+        dots = [p for p in passes if p[0].pattern.startswith(re.escape(b"."))]
+        if dot_free and len(dots) == 1:
+            merged = dict.fromkeys(const, mine.whole.merged(dots[0]))
+            passes = tuple(p for p in passes if p is not dots[0])
+        for r in const:
+            _scan_whole(buf, segments[r], mine, passes, seen, budget)
+        if marked:
+            markers = (_marker_in(buf, ZLIB_MARKER, const, segments, seen),
+                       _marker_in(buf, LZSS_MARKER, const, segments, seen))
+    for r in data:
+        _scan_data(buf, segments[r], mine, classify, skip, found, seen, budget, merged.get(r))
+    if markers is not None:  # the merged pass may have seen a marker anchored on "."
+        markers = (markers[0] or ZLIB_MARKER in seen.markers, markers[1] or LZSS_MARKER in seen.markers)
     if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
-        versioning = patterns.name_rules.versioners.get(platform, ((), ""))[0]
-        seen.versioners += sum(1 for v in versioning for lo, hi in data
-                               if buf.find(b"\0" + v.encode("latin-1") + b"\0", lo, hi) >= 0)
+        seen.versioners += _holds_whole(buf, data, mine.versioning)
     for head in seen.heads:
         names, strong = mine.heads[head]
         if strong or seen.fragments:
@@ -927,6 +1331,6 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
                 if classify(name) == 2 and classify.plain(ref.name) < 2:
                     found.discard(ref)  # the versioned file is what the loader finds
                     found.add(NameReference(name, "assembled", True))
-    for encoding, table in _cython_tables(buf, const, budget):
+    for encoding, table in _cython_tables(buf, const, budget, markers):
         _scan_table(table, encoding, classify, found)
     return tuple(sorted(found))
