@@ -63,6 +63,7 @@ def build_tree(root: Path) -> None:
     os.mkfifo(root / "pkg06" / "pipe.so")
     os.symlink(root / "nowhere", root / "pkg06" / "dangling.so")
     shutil.copy(ELF, os.fsencode(root / "pkg08") + b"/lib\xff.so")
+    (Path(os.fsdecode(os.fsencode(root / "pkg08") + b"/notes\xfe.txt"))).write_text("text\n")
     (root / "pkg09" / "old.whl").write_bytes(b"not a zip")
     (root / "pkg09" / ".cuda4amd").mkdir()
     shutil.copy(PE, root / "pkg09" / ".cuda4amd" / "nvcuda.dll")

@@ -11,6 +11,7 @@ walk goes on.
 """
 from __future__ import annotations
 
+import array
 import lzma
 import os
 import posixpath
@@ -20,7 +21,7 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Literal
+from typing import Callable, Iterator, Literal
 
 from cuda4amd.model import FileError
 from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, sniff_file
@@ -87,12 +88,36 @@ class Discovery:
     aliases: dict[str, str] = field(default_factory=dict)
     errors: list[FileError] = field(default_factory=list)
     files_seen: int = 0
-    # files not sniffed for their data extension: casefolded name -> [(disk path or member, relative path)]
-    skipped: dict[str, list[tuple[str, str]]] = field(default_factory=dict)
     # (st_dev, st_ino) of each binary on disk -> its relative path (links and hard links become aliases)
     inodes: dict[tuple[int, int], str] = field(default_factory=dict)
     # disk paths of the files named like wheels and zip archives (folder targets), sorted
     archives: list[str] = field(default_factory=list)
+    # the data-named files as the walk noted them, not yet in `skipped` (see there)
+    unindexed: list[DataFiles] = field(default_factory=list, repr=False)
+    indexed: dict[str, list[tuple[str, str]]] = field(default_factory=dict, repr=False)
+    taken: set[str] = field(default_factory=set, repr=False)  # casefolded names take_skipped gave out
+
+    @property
+    def skipped(self) -> dict[str, list[tuple[str, str]]]:
+        """Files not sniffed for their data extension (and not taken): casefolded
+        name -> [(disk path or member, relative path)], in walk order.
+
+        Indexed on first use only: a venv holds 60,000 of them, and a scan asks
+        for a few names (take_skipped), so a walk hands them over packed."""
+        while self.unindexed:
+            _index_data_files(self.unindexed.pop(0), self.indexed, self.taken)
+        return self.indexed
+
+    def take_skipped(self, names: set[str]) -> dict[str, list[tuple[str, str]]]:
+        """The skipped files under these casefolded names, taken out of `skipped`
+        (each is considered once), without indexing the others."""
+        names = names - self.taken
+        self.taken |= names
+        taken = {name: self.indexed.pop(name) for name in names if name in self.indexed}
+        for data in self.unindexed:
+            for name, path, rel in data.named(names):
+                taken.setdefault(name, []).append((path, rel))
+        return taken
 
 
 _WINDOWS_DRIVE = re.compile(r"^([A-Za-z]):[\\/](.*)$")
@@ -206,15 +231,72 @@ def within(path: str, folder: str) -> bool:
 # sends them back); the first item says which:
 #   (_ERROR, rel, message)
 #   (_ARCHIVE, path)
-#   (_DATA, casefolded name, path, rel, size, dev, ino, is a link)   not sniffed: a data name
 #   (_LINK, path, rel, size, dev, ino)                               a link to a file: considered last
 #   (_FILE, path, rel, size, dev, ino, kind or None, error or None)  sniffed
-_ERROR, _ARCHIVE, _DATA, _LINK, _FILE = range(5)
+# The data-named files (most of a tree) go apart, in DataFiles.
+_ERROR, _ARCHIVE, _LINK, _FILE = range(4)
+
+
+@dataclass(frozen=True)
+class DataFiles:
+    """The data-named files of one walked subtree, in walk order, packed: a
+    tuple per file would cost the main process more to unpickle and index than
+    the walk itself (70,000 files in a big venv)."""
+
+    names: str  # their names, NUL-separated (no file name holds a NUL)
+    folder_of: array.array  # per file: its folder's index in `folders`
+    stats: array.array | list[int]  # per file: size, st_dev, st_ino
+    links: bytes  # per file: 1 if it is a symbolic link
+    folders: tuple[tuple[str, str], ...]  # (disk path, relative path) of each folder, both ending in a separator
+
+    def named(self, casefolded: set[str]) -> Iterator[tuple[str, str, str]]:
+        """(casefolded name, disk path, relative path) of the files with these names, in walk order."""
+        if not casefolded or not self.folder_of:
+            return
+        # casefolding maps each character on its own (NUL to NUL): the whole string at once, in C
+        folded = self.names.casefold().split("\0")
+        hits = [index for index, name in enumerate(folded) if name in casefolded]
+        if not hits:
+            return
+        raw_names = self.names.split("\0")
+        for index in hits:
+            raw = raw_names[index]
+            path, rel = self.folders[self.folder_of[index]]
+            yield folded[index], path + raw, rel + (raw if raw.isascii() else printable(raw))
+
+    def entries(self) -> Iterator[tuple[str, str, str, int]]:
+        """(name, disk path, relative path, index) of each file, in walk order."""
+        if not self.names and not self.folder_of:
+            return
+        for index, (name, folder) in enumerate(zip(self.names.split("\0"), self.folder_of)):
+            path, rel = self.folders[folder]
+            yield name, path + name, rel + (name if name.isascii() else printable(name)), index
+
+
+def _packed(values: list[int]) -> array.array | list[int]:
+    """``values`` as an array of unsigned 64-bit ints (cheap to send), or as
+    they are where one does not fit (Windows file IDs may have 128 bits)."""
+    try:
+        return array.array("Q", values)
+    except OverflowError:
+        return values
+
+
+def _index_data_files(data: DataFiles, index: dict[str, list[tuple[str, str]]], taken: set[str]) -> None:
+    for name, path, rel, _ in data.entries():
+        casefolded = name.casefold()
+        if casefolded in taken:
+            continue
+        where = index.get(casefolded)
+        if where is None:
+            index[casefolded] = [(path, rel)]
+        else:
+            where.append((path, rel))
 
 #: One walked subtree: (the (dev, ino) of every folder entered, its events,
-#: files seen, and -- when its subfolders were left for later -- those
-#: subfolders as (path, rel) in listing order).
-_Part = tuple[list[tuple[int, int]], list[tuple], int, list[tuple[str, str]]]
+#: files seen, when its subfolders were left for later those subfolders as
+#: (path, rel) in listing order, and its data-named files).
+_Part = tuple[list[tuple[int, int]], list[tuple], int, list[tuple[str, str]], "DataFiles"]
 #: A folder to walk in a split walk: (path, rel, index of the part that listed it, the folders above it).
 _Folder = tuple[str, str, int, frozenset[tuple[int, int]]]
 
@@ -262,6 +344,11 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
     data_extensions = DATA_EXTENSIONS
     executable = _EXECUTABLE
     files_seen = 0
+    data_names: list[str] = []
+    data_folder: list[int] = []
+    data_stats: list[int] = []
+    data_links = bytearray()
+    data_folders: list[tuple[str, str]] = []
     stack: list[tuple[str, str]] = [(folder, rel)]
     while stack:
         folder, rel = stack.pop()
@@ -278,6 +365,7 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
             emit((_ERROR, rel or ".", _os_message(exc)))
             continue
         base = rel + "/" if rel else ""
+        folder_index = -1
         for entry in listing:
             name = entry.name
             child_rel = base + (name if name.isascii() else printable(name))
@@ -306,8 +394,13 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
             if extension in _ARCHIVE_EXTENSIONS:
                 emit((_ARCHIVE, entry.path))
             if extension in data_extensions and not st.st_mode & executable:
-                emit((_DATA, name.casefold(), entry.path, child_rel, st.st_size, st.st_dev, st.st_ino,
-                      entry.is_symlink()))
+                if folder_index < 0:
+                    folder_index = len(data_folders)
+                    data_folders.append((os.path.join(folder, ""), base))
+                data_names.append(name)
+                data_folder.append(folder_index)
+                data_stats += (st.st_size, st.st_dev, st.st_ino)
+                data_links.append(entry.is_symlink())
             elif entry.is_symlink():
                 emit((_LINK, entry.path, child_rel, st.st_size, st.st_dev, st.st_ino))
             else:
@@ -316,7 +409,9 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
                 if outcome is None:
                     outcome = sniffed[key] = _sniff_path(entry.path)
                 emit((_FILE, entry.path, child_rel, st.st_size, st.st_dev, st.st_ino, *outcome))
-    return visited, events, files_seen, later
+    data = DataFiles("\0".join(data_names), array.array("L", data_folder), _packed(data_stats),
+                     bytes(data_links), tuple(data_folders))
+    return visited, events, files_seen, later, data
 
 
 def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int) -> list[_Part]:
@@ -342,7 +437,7 @@ def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int
         below: list[_Folder] = []
         for folder, rel, parent, ancestors in frontier:
             part = _walk_part(folder, rel, inside, descend=False, ancestors=ancestors)
-            entries += len(part[1]) + len(part[3])
+            entries += len(part[1]) + len(part[3]) + len(part[4].folder_of)
             chain = ancestors | frozenset(part[0])
             below += [(path, sub, len(level), chain) for path, sub in part[3]]
             level.append((part, parent))
@@ -402,23 +497,13 @@ def _replay(parts: list[_Part], result: Discovery) -> None:
     name, and the link becomes an alias of it)."""
     seen: dict[tuple[int, int], str] = {}
     links: list[tuple[str, str, int, tuple[int, int]]] = []
-    # data-named files not sniffed, in walk order: a link to one is read under the file's own name first
-    data_files: list[tuple[str, str, int, tuple[int, int]]] = []
-    skipped, errors, aliases, binaries = result.skipped, result.errors, result.aliases, result.binaries
-    for _, events, files_seen, _ in parts:
+    errors, aliases, binaries = result.errors, result.aliases, result.binaries
+    for _, events, files_seen, _, data in parts:
         result.files_seen += files_seen
+        result.unindexed.append(data)
         for event in events:
             code = event[0]
-            if code == _DATA:
-                _, casefolded, path, rel, size, dev, ino, is_link = event
-                where = skipped.get(casefolded)
-                if where is None:
-                    skipped[casefolded] = [(path, rel)]
-                else:
-                    where.append((path, rel))
-                if not is_link:
-                    data_files.append((path, rel, size, (dev, ino)))
-            elif code == _FILE:
+            if code == _FILE:
                 _, path, rel, size, dev, ino, kind, error = event
                 key = (dev, ino)
                 if key in seen:
@@ -436,9 +521,13 @@ def _replay(parts: list[_Part], result: Discovery) -> None:
             else:
                 result.archives.append(event[1])
     if links:
+        # a link to a data-named file: that file is read under its own name first
         by_inode: dict[tuple[int, int], tuple[str, str, int, tuple[int, int]]] = {}
-        for data in data_files:
-            by_inode.setdefault(data[3], data)
+        for _, _, _, _, data in parts:
+            for _, path, rel, index in data.entries():
+                if not data.links[index]:
+                    size, dev, ino = data.stats[3 * index:3 * index + 3]
+                    by_inode.setdefault((dev, ino), (path, rel, size, (dev, ino)))
         for link in links:
             real = by_inode.pop(link[3], None)
             if real is not None:
@@ -468,8 +557,10 @@ def named_skipped(result: Discovery, names: set[str]) -> list[FoundBinary]:
     new: list[FoundBinary] = []
     archive = None
     try:
-        for name in sorted({posixpath.basename(n.replace("\\", "/")).casefold() for n in names}):
-            for where, rel in result.skipped.pop(name, []):
+        wanted = {posixpath.basename(n.replace("\\", "/")).casefold() for n in names}
+        taken = result.take_skipped(wanted)
+        for name in sorted(wanted):
+            for where, rel in taken.get(name, []):
                 if result.target.kind == "archive":
                     archive = archive or zipfile.ZipFile(result.target.path)
                     before = len(result.binaries)
