@@ -76,8 +76,9 @@ def _inspect(probes: Probes, folder: str, release_files: Callable[[], dict[str, 
             return None
         path = pm.join(folder, driver)
         size = fs.size(path)
-        found = fs.find_markers(path, (ZLUDA_MARKER, *NVIDIA_MARKERS))
-        if ZLUDA_MARKER not in found or any(m in found for m in NVIDIA_MARKERS):
+        # NVIDIA's driver (tens of MB, read up to the limit) never names ZLUDA: the
+        # NVIDIA markers are looked for only in a file that does (each marker is a pass)
+        if not fs.find_markers(path, (ZLUDA_MARKER,)) or fs.find_markers(path, NVIDIA_MARKERS):
             return None
         mb = f"{size / 2**20:.1f} MB, " if size is not None else ""
         evidence.append(f"{driver} ({mb}names ZLUDA in its bytes, not NVIDIA's version resource)")

@@ -94,9 +94,17 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     target = discovery.resolve_target(options.target)
     timings["rules"] = time.perf_counter() - clock
 
-    clock = time.perf_counter()
-    host, basis, judge_host = _host(options, target, rules)
-    timings["host"] = time.perf_counter() - clock
+    def examine_host():
+        clock = time.perf_counter()
+        examined = _host(options, target, rules)
+        timings["host"] = time.perf_counter() - clock
+        return examined
+
+    # A recorded host report is read now (a bad one stops the scan before it
+    # starts); this machine is examined while the workers read, if any do.
+    host_report = _Once(examine_host)
+    if options.host != "auto":
+        host_report()
 
     clock = time.perf_counter()
     progress.discovering()
@@ -113,7 +121,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     installed = _Once(lambda: find_distributions(target, follow_links=options.follow_links))
     if focus is None:
         progress.reading(len(found.binaries))
-        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector, installed)
+        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector,
+                                            lambda: (host_report(), installed()))
     else:
         binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
     if focus is not None:
@@ -165,6 +174,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
+    host, basis, judge_host = host_report()
     gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
     unseen = unseen_loaders(binaries, dependencies, identities, rules)
     verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen)
