@@ -117,12 +117,17 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     clock = time.perf_counter()
     inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
-    # the distributions are found while the workers read (this process would only wait)
+    # what analysis needs besides the facts is made while the workers read (this process would only wait)
     installed = _Once(lambda: find_distributions(target, follow_links=options.follow_links))
+
+    def meanwhile() -> None:
+        host_report()
+        installed()
+        _releases_parsed(rules)
+
     if focus is None:
         progress.reading(len(found.binaries))
-        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector,
-                                            lambda: (host_report(), installed()))
+        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector, meanwhile)
     else:
         binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
     if focus is not None:
@@ -480,6 +485,14 @@ def _locate_loads(packages: Sequence[PackageVerdict], binaries: Sequence[Scanned
                         framework, platform, posixpath.dirname(binary.path), roots.get(package.name, "")):
                     load["resolved"] = binary.path
                     break
+
+
+def _releases_parsed(rules: RuleSet) -> None:
+    """Every release table parsed (RuleSet.release keeps each): a binary that
+    names driver functions is judged against all of them (classify), and the
+    parsing is best done while waiting on workers."""
+    for tag in rules.release_tags:
+        rules.release(tag)
 
 
 class _Once:
