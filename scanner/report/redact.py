@@ -158,6 +158,7 @@ class Redactor:
                     if len(name) >= MIN_NAME:
                         names.setdefault(name.casefold(), placeholder)
         self._names = names
+        self._done: dict[tuple[str, bool], str] = {}
         self._name_re = None
         if names:
             alternatives = "|".join(re.escape(n) for n in sorted(names, key=len, reverse=True))
@@ -175,6 +176,13 @@ class Redactor:
 
     def text(self, value: str, *, target: bool = True) -> str:
         """Any string: paths in it, user and host names in it (and the target's path, unless `target` is false)."""
+        # a report repeats its strings (library and function names in every binary): each is redacted once
+        known = self._done.get((value, target))
+        if known is None:
+            known = self._done[(value, target)] = self._text(value, target)
+        return known
+
+    def _text(self, value: str, target: bool) -> str:
         out = value
         for pattern, placeholder in self._paths:
             if target or placeholder != TARGET:
