@@ -119,3 +119,35 @@ def test_a_small_tree_is_walked_here(tmp_path, monkeypatch):
 
     monkeypatch.setattr("concurrent.futures.ProcessPoolExecutor", no_pool)
     assert walk(tmp_path, 4) == walk(tmp_path, 1)
+
+
+def test_a_scan_whose_walk_splits_reports_as_one_process(tmp_path, monkeypatch):
+    # the walk and the read share one set of workers (pipeline._shared_workers)
+    import json
+
+    from click.testing import CliRunner
+
+    from cuda4amd.cli import main
+
+    build_tree(tmp_path / "tree")
+    started = []
+    real_walk_tree = discovery._walk_tree
+
+    def spy(*args):
+        parts = real_walk_tree(*args)
+        started.append(len(parts))
+        return parts
+
+    monkeypatch.setattr(discovery, "_walk_tree", spy)
+
+    def scan(jobs: str) -> dict:
+        result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",
+                                           "--no-cache", "--jobs", jobs])
+        document = json.loads(result.output)
+        document.pop("command")
+        return document
+
+    serial = scan("1")
+    assert serial["binaries"]
+    assert scan("3") == serial
+    assert started[0] == 1 and started[1] > 12  # the second scan's walk was split over the workers

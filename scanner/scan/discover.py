@@ -21,10 +21,13 @@ import zipfile
 import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Callable, Iterator, Literal
+from typing import TYPE_CHECKING, Callable, Iterator, Literal
 
 from cuda4amd.model import FileError
 from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, sniff_file
+
+if TYPE_CHECKING:
+    from concurrent.futures import Executor
 
 # What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
 OWN_FOLDER = ".cuda4amd"
@@ -196,13 +199,15 @@ def printable(name: str) -> str:
 
 
 def discover(target: Target, on_file: Callable[[], None] | None = None, *, follow_links: bool = False,
-             jobs: int | None = 1) -> Discovery:
+             jobs: int | None = 1, executor: Callable[[], Executor] | None = None) -> Discovery:
     """The binaries of `target`. A link to a folder outside the target is
     reported and not walked unless `follow_links` (a link to / would make a
     scan of one DLL walk the whole machine). ``jobs``: processes that walk a
     big folder's subfolders (None: one per usable core; 1: this process
     only); the result is the same either way. ``on_file`` is called for
-    each file walked, before it is sniffed (one-process walks only)."""
+    each file walked, before it is sniffed (one-process walks only).
+    ``executor``: gives the worker processes to walk in (the read stage's, so
+    that a scan starts one set), else the walk starts its own."""
     result = Discovery(target)
     if target.kind == "archive":
         _walk_archive(target.path, result, on_file)
@@ -213,7 +218,7 @@ def discover(target: Target, on_file: Callable[[], None] | None = None, *, follo
         workers = 1 if on_file is not None else _walk_workers(jobs)
         for root in target.roots:
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
-            parts = _walk_tree(os.fspath(root), prefix.replace(os.sep, "/"), inside, on_file, workers)
+            parts = _walk_tree(os.fspath(root), prefix.replace(os.sep, "/"), inside, on_file, workers, executor)
             _replay(parts, result)
     result.binaries.sort(key=lambda b: b.path)
     result.archives.sort()
@@ -414,7 +419,8 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
     return visited, events, files_seen, later, data
 
 
-def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int) -> list[_Part]:
+def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int,
+               executor: Callable[[], Executor] | None = None) -> list[_Part]:
     """The walk of ``root`` as parts, in the order a one-process walk meets them.
 
     With workers, the first SPLIT_LEVELS levels are listed here and each
@@ -448,12 +454,15 @@ def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int
     if entries < PARALLEL_WALK_ENTRIES:
         return [_walk_part(root, prefix, inside)]
     tasks = [frontier[i:i + FOLDERS_PER_TASK] for i in range(0, len(frontier), FOLDERS_PER_TASK)]
-    from concurrent.futures import ProcessPoolExecutor
+    if executor is not None:
+        walked = [part for parts in executor().map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
+    else:
+        from concurrent.futures import ProcessPoolExecutor
 
-    from cuda4amd.scan.workers import process_context
+        from cuda4amd.scan.workers import process_context
 
-    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=process_context()) as pool:
-        walked = [part for parts in pool.map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
+        with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=process_context()) as pool:
+            walked = [part for parts in pool.map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
     parts = _in_walk_order(levels, [(part, folder[2]) for part, folder in zip(walked, frontier)])
     # A folder above a part was entered before it in a one-process walk too
     # (the part skips it, as that walk does); any other folder entered by two

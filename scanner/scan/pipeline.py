@@ -26,7 +26,7 @@ from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
 from cuda4amd.scan.read.cache import FactCache
 from cuda4amd.scan.read.engine import MalformedBinary, mapped, open_regular, read_buffer
-from cuda4amd.scan.read.parallel import read_binaries
+from cuda4amd.scan.read.parallel import ReadPool, read_binaries
 from cuda4amd.scan.read.payload import PayloadInspector
 from cuda4amd.scan.routes import unseen_loaders
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
@@ -106,32 +106,20 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     if options.host != "auto":
         host_report()
 
-    clock = time.perf_counter()
-    progress.discovering()
+    inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
     # A single binary is scanned with its folder, its application directory:
     # the libraries it loads from there decide its verdict too.
     walked = _application_folder(target) if target.kind == "file" else target
-    found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs)
-    focus = _focus(target, found) if target.kind == "file" else None
-    timings["discover"] = time.perf_counter() - clock
-
-    clock = time.perf_counter()
-    inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
-    # what analysis needs besides the facts is made while the workers read (this process would only wait)
-    installed = _Once(lambda: find_distributions(target, follow_links=options.follow_links))
-
-    def meanwhile() -> None:
-        host_report()
-        installed()
-        _releases_parsed(rules)
-
-    if focus is None:
-        progress.reading(len(found.binaries))
-        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector, meanwhile)
-    else:
-        binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
-    if focus is not None:
-        _check_focus_read(target, focus, read_errors)
+    with _shared_workers(walked, options, inspector) as workers:
+        clock = time.perf_counter()
+        progress.discovering()
+        found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs,
+                                   executor=workers.executor if workers is not None else None)
+        focus = _focus(target, found) if target.kind == "file" else None
+        timings["discover"] = time.perf_counter() - clock
+        clock = time.perf_counter()
+        binaries, read_errors, installed = _read_stage(walked, target, found, focus, options, progress, inspector,
+                                                       rules, host_report, workers)
     distributions = installed()
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
@@ -264,16 +252,54 @@ def _archives_in(target: discovery.Target, found: discovery.Discovery) -> tuple[
     return archives, errors
 
 
+def _shared_workers(walked: discovery.Target, options: ScanOptions, inspector: PayloadInspector):
+    """The worker processes a folder scan's walk and read stage share (started
+    on first use), or nothing where both stay in one process."""
+    from contextlib import nullcontext
+
+    from cuda4amd.scan.workers import usable_cores
+
+    workers = options.jobs if options.jobs is not None else usable_cores()
+    if walked.kind == "archive" or workers <= 1 or options.engine != "fast":
+        return nullcontext(None)
+    return ReadPool(None, options.engine, inspector, workers)
+
+
+def _read_stage(walked: discovery.Target, target: discovery.Target, found: discovery.Discovery,
+                focus: str | None, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
+                rules: RuleSet, host_report: _Once, workers: ReadPool | None):
+    """(binaries, errors, the distributions to come): what the scan reads.
+    What analysis needs besides the facts (this machine, the distributions,
+    the release tables) is made while the workers read: this process would
+    only wait."""
+    installed = _Once(lambda: find_distributions(target, follow_links=options.follow_links))
+
+    def meanwhile() -> None:
+        host_report()
+        installed()
+        _releases_parsed(rules)
+
+    if focus is None:
+        progress.reading(len(found.binaries))
+        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector, meanwhile, workers)
+    else:
+        binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
+        _check_focus_read(target, focus, read_errors)
+    return binaries, read_errors, installed
+
+
 def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
                 advance: Callable[[], None], inspector: PayloadInspector,
-                meanwhile: Callable[[], object] | None = None) -> tuple[list[ScannedBinary], list[FileError]]:
+                meanwhile: Callable[[], object] | None = None,
+                workers: ReadPool | None = None) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read what discovery found, then the data-named files that some binary read imports after all
     (discover.named_skipped), until none is left. ``meanwhile``: run while workers read, if any do."""
     binaries, errors = read_all(walked, found.binaries, options.engine, advance, inspector, options.jobs, options.cache,
-                                meanwhile)
+                                meanwhile, workers)
     extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
     while extra:
-        more, more_errors = read_all(walked, extra, options.engine, advance, inspector, options.jobs, options.cache)
+        more, more_errors = read_all(walked, extra, options.engine, advance, inspector, options.jobs, options.cache,
+                                     pool=workers)
         binaries, errors = sorted(binaries + more, key=lambda b: b.path), errors + more_errors
         extra = discovery.named_skipped(found, {i.name for b in more for i in b.info.imports})
     return binaries, errors
@@ -518,6 +544,7 @@ def read_all(
     jobs: int | None = 1,
     cache: bool = False,
     meanwhile: Callable[[], object] | None = None,
+    pool: ReadPool | None = None,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read every binary; with an inspector, also its kernels and by-name loads.
 
@@ -528,7 +555,7 @@ def read_all(
     facts = FactCache.open(engine, inspector) if cache else None
     try:
         return read_binaries(os.fspath(target.path) if target.kind == "archive" else None,
-                             found, engine, advance, inspector, jobs, facts, meanwhile)
+                             found, engine, advance, inspector, jobs, facts, meanwhile, pool)
     finally:
         if facts is not None:
             facts.close()

@@ -27,7 +27,7 @@ import shutil
 import tempfile
 import threading
 import zipfile
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 from types import MappingProxyType
 from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 
@@ -37,7 +37,7 @@ from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
 
 if TYPE_CHECKING:
     import mmap
-    from concurrent.futures import Future
+    from concurrent.futures import Future, ProcessPoolExecutor
 
     from cuda4amd.scan.read.cache import FactCache
     from cuda4amd.scan.read.payload import PayloadInspector
@@ -130,6 +130,7 @@ def read_binaries(
     jobs: int | None = 1,
     cache: FactCache | None = None,
     meanwhile: Callable[[], object] | None = None,
+    pool: ReadPool | None = None,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read ``found`` (members of ``archive_path`` when given); results in ``found``'s order.
 
@@ -137,6 +138,7 @@ def read_binaries(
     core, for reads big enough to gain from it, and with the fast engine). ``cache``: facts of files
     read before, looked up first and filled with what is read now. ``meanwhile``:
     called once while the workers read, if any do (this process would only wait).
+    ``pool``: workers started for this read already (a scan's walk may have used them).
     """
     outcomes: list[ReadOutcome | None] = [None] * len(found)
     keys: list[str | None] = [None] * len(found)
@@ -154,7 +156,7 @@ def read_binaries(
 
         try:
             for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers,
-                                                   meanwhile):
+                                                   meanwhile, pool):
                 outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
                 advance()
         except BrokenProcessPool:
@@ -202,6 +204,39 @@ def _worker_count(jobs: int | None, pending: Sequence[FoundBinary], engine: str)
     return max(1, min(jobs, len(pending)))
 
 
+class ReadPool:
+    """Worker processes set up for reading (engine, rules, archive), started on
+    first use: a scan's walk and its read stage share them, so the workers are
+    forked, and shut down, once."""
+
+    def __init__(self, archive_path: str | None, engine: str, inspector: PayloadInspector | None,
+                 workers: int) -> None:
+        self.archive_path, self.engine, self.inspector, self.workers = archive_path, engine, inspector, workers
+        self._executor: ProcessPoolExecutor | None = None
+
+    def executor(self) -> ProcessPoolExecutor:
+        if self._executor is None:
+            from concurrent.futures import ProcessPoolExecutor
+
+            context = _context()
+            # a forked worker inherits the inspector as it is; a fresh interpreter gets it pickled
+            setup = self.inspector if context.get_start_method() == "fork" else _dumps(self.inspector)
+            self._executor = ProcessPoolExecutor(self.workers, mp_context=context, initializer=_worker_start,
+                                                 initargs=(self.archive_path, self.engine, setup))
+        return self._executor
+
+    def close(self) -> None:
+        if self._executor is not None:
+            self._executor.shutdown()
+            self._executor = None
+
+    def __enter__(self) -> ReadPool:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
 def _read_in_workers(
     archive_path: str | None,
     found: Sequence[FoundBinary],
@@ -210,23 +245,22 @@ def _read_in_workers(
     inspector: PayloadInspector | None,
     workers: int,
     meanwhile: Callable[[], object] | None = None,
+    shared: ReadPool | None = None,
 ) -> Iterator[tuple[int, ReadOutcome]]:
     """(index, outcome) pairs as workers finish them, the largest files handed out first."""
-    from concurrent.futures import FIRST_COMPLETED, ProcessPoolExecutor, wait
+    from concurrent.futures import FIRST_COMPLETED, wait
 
     batches = iter(_batches(sorted(pending, key=lambda i: (-found[i].size, i)), found))
-    context = _context()
-    # a forked worker inherits the inspector as it is; a fresh interpreter gets it pickled
-    setup = inspector if context.get_start_method() == "fork" else _dumps(inspector)
-    window = workers * TASKS_PER_WORKER
-    with ProcessPoolExecutor(workers, mp_context=context, initializer=_worker_start,
-                             initargs=(archive_path, engine, setup)) as pool:
+    # a shared pool stays open for whoever shares it; one of our own is shut down here
+    with nullcontext(shared) if shared is not None else ReadPool(archive_path, engine, inspector, workers) as pool:
+        executor = pool.executor()
+        window = pool.workers * TASKS_PER_WORKER
         running: dict[Future[list[ReadOutcome]], list[int]] = {}
 
         def submit() -> None:
             batch = next(batches, None)
             if batch is not None:
-                running[pool.submit(_worker_read, [found[i] for i in batch])] = batch
+                running[executor.submit(_worker_read, [found[i] for i in batch])] = batch
 
         for _ in range(window):
             submit()
