@@ -19,7 +19,7 @@ from conftest import FIXTURES
 
 from cuda4amd.cli import main
 from cuda4amd.scan.read import cache as facts
-from cuda4amd.scan.read.parallel import usable_cores
+from cuda4amd.scan.workers import usable_cores
 
 CASES = {
     "demo-tool": FIXTURES / "demo" / "Tool",

@@ -25,7 +25,6 @@ import os
 import pickle
 import shutil
 import tempfile
-import threading
 import zipfile
 from contextlib import contextmanager, nullcontext
 from types import MappingProxyType
@@ -34,6 +33,7 @@ from typing import TYPE_CHECKING, Callable, Iterator, Sequence
 from cuda4amd.model import FileError, ReadOutcome, ScannedBinary
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, FoundBinary
 from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+from cuda4amd.scan.workers import process_context, usable_cores
 
 if TYPE_CHECKING:
     import mmap
@@ -57,14 +57,6 @@ TASKS_PER_WORKER = 4
 # One task: files up to this many bytes or this many files (a big file goes alone).
 BATCH_BYTES = 4 * 1024 * 1024
 BATCH_FILES = 16
-
-
-def usable_cores() -> int:
-    """The cores this process may run on (its affinity mask where the OS has one)."""
-    try:
-        return max(1, len(os.sched_getaffinity(0)))
-    except (AttributeError, OSError):
-        return max(1, os.cpu_count() or 1)
 
 
 def read_item(
@@ -289,18 +281,9 @@ def _batches(order: Sequence[int], found: Sequence[FoundBinary]) -> Iterator[lis
 
 
 def _context():
-    """fork where it is safe (no other thread to hold a lock in the child) and cheap; else a fresh interpreter."""
-    import multiprocessing
-
-    methods = multiprocessing.get_all_start_methods()
-    if "fork" in methods and threading.active_count() == 1:
-        return multiprocessing.get_context("fork")
-    if "forkserver" in methods:
-        context = multiprocessing.get_context("forkserver")
-        # the server imports the readers once; each worker forks from it with them loaded
-        context.set_forkserver_preload(["cuda4amd.scan.read.parallel", "cuda4amd.scan.read.payload"])
-        return context
-    return multiprocessing.get_context("spawn")
+    """fork where it is safe and cheap; else a fork server that imports the readers once (each
+    worker forks from it with them loaded); else a fresh interpreter."""
+    return process_context(("cuda4amd.scan.read.parallel", "cuda4amd.scan.read.payload"))
 
 
 class _SetupPickler(pickle.Pickler):
