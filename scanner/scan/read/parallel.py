@@ -249,14 +249,19 @@ def _read_in_workers(
         window = pool.workers * TASKS_PER_WORKER
         running: dict[Future[list[ReadOutcome]], list[int]] = {}
 
-        def submit() -> None:
+        def submit() -> bool:
             batch = next(batches, None)
             if batch is not None:
                 running[executor.submit(_worker_read, [found[i] for i in batch])] = batch
+            return batch is not None
 
         for _ in range(window):
             submit()
         if meanwhile is not None:
+            # everything is handed out first: while this process is busy it hands out
+            # nothing, and the workers would run dry (the results wait, pickled, in the pipe)
+            while submit():
+                pass
             meanwhile()
         while running:
             done, _ = wait(running, return_when=FIRST_COMPLETED)
