@@ -107,8 +107,9 @@ class Discovery:
 
         Indexed on first use only: a venv holds 60,000 of them, and a scan asks
         for a few names (take_skipped), so a walk hands them over packed."""
-        while self.unindexed:
-            _index_data_files(self.unindexed.pop(0), self.indexed, self.taken)
+        for data in self.unindexed:
+            _index_data_files(data, self.indexed, self.taken)
+        self.unindexed.clear()
         return self.indexed
 
     def take_skipped(self, names: set[str]) -> dict[str, list[tuple[str, str]]]:
@@ -265,17 +266,19 @@ class DataFiles:
             return
         raw_names = self.names.split("\0")
         for index in hits:
-            raw = raw_names[index]
-            path, rel = self.folders[self.folder_of[index]]
-            yield folded[index], path + raw, rel + (raw if raw.isascii() else printable(raw))
+            yield folded[index], *self._where(index, raw_names[index])
 
     def entries(self) -> Iterator[tuple[str, str, str, int]]:
         """(name, disk path, relative path, index) of each file, in walk order."""
-        if not self.names and not self.folder_of:
+        if not self.folder_of:
             return
-        for index, (name, folder) in enumerate(zip(self.names.split("\0"), self.folder_of)):
-            path, rel = self.folders[folder]
-            yield name, path + name, rel + (name if name.isascii() else printable(name)), index
+        for index, name in enumerate(self.names.split("\0")):
+            yield name, *self._where(index, name), index
+
+    def _where(self, index: int, name: str) -> tuple[str, str]:
+        """(disk path, relative path) of file ``index``, named ``name``."""
+        path, rel = self.folders[self.folder_of[index]]
+        return path + name, rel + printable(name)
 
 
 def _packed(values: list[int]) -> array.array | list[int]:
@@ -373,11 +376,11 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
         folder_index = -1
         for entry in listing:
             name = entry.name
-            child_rel = base + (name if name.isascii() else printable(name))
             try:
                 if entry.is_dir():  # follows a link, as a walk into a linked folder should
                     if name == OWN_FOLDER:
                         continue
+                    child_rel = base + printable(name)
                     if inside is not None and entry.is_symlink() and not within(entry.path, inside):
                         emit((_ERROR, child_rel,
                               f"a link to a folder outside the target ({printable(os.path.realpath(entry.path))}): "
@@ -389,7 +392,7 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
                     continue  # sockets, fifos, dangling links
                 st = entry.stat()
             except OSError as exc:
-                emit((_ERROR, child_rel, _os_message(exc)))
+                emit((_ERROR, base + printable(name), _os_message(exc)))
                 continue
             files_seen += 1
             if on_file:
@@ -407,13 +410,13 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
                 data_stats += (st.st_size, st.st_dev, st.st_ino)
                 data_links.append(entry.is_symlink())
             elif entry.is_symlink():
-                emit((_LINK, entry.path, child_rel, st.st_size, st.st_dev, st.st_ino))
+                emit((_LINK, entry.path, base + printable(name), st.st_size, st.st_dev, st.st_ino))
             else:
                 key = (st.st_dev, st.st_ino)
                 outcome = sniffed.get(key)
                 if outcome is None:
                     outcome = sniffed[key] = _sniff_path(entry.path)
-                emit((_FILE, entry.path, child_rel, st.st_size, st.st_dev, st.st_ino, *outcome))
+                emit((_FILE, entry.path, base + printable(name), st.st_size, st.st_dev, st.st_ino, *outcome))
     data = DataFiles("\0".join(data_names), array.array("L", data_folder), _packed(data_stats),
                      bytes(data_links), tuple(data_folders))
     return visited, events, files_seen, later, data

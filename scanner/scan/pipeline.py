@@ -11,9 +11,9 @@ import posixpath
 import time
 import zipfile
 from dataclasses import dataclass, field, replace
-from functools import cached_property
+from functools import cache, cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Callable, Sequence
+from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
 from cuda4amd.model import FileError, ScannedBinary, loader_key, platform_of
@@ -102,7 +102,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     # A recorded host report is read now (a bad one stops the scan before it
     # starts); this machine is examined while the workers read, if any do.
-    host_report = _Once(examine_host)
+    host_report = cache(examine_host)  # computed on the first call, which may come early
     if options.host != "auto":
         host_report()
 
@@ -267,12 +267,12 @@ def _shared_workers(walked: discovery.Target, options: ScanOptions, inspector: P
 
 def _read_stage(walked: discovery.Target, target: discovery.Target, found: discovery.Discovery,
                 focus: str | None, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
-                rules: RuleSet, host_report: _Once, workers: ReadPool | None):
+                rules: RuleSet, host_report: Callable[[], tuple[HostReport | None, str, bool]], workers: ReadPool | None):
     """(binaries, errors, the distributions to come): what the scan reads.
     What analysis needs besides the facts (this machine, the distributions,
     the release tables) is made while the workers read: this process would
     only wait."""
-    installed = _Once(lambda: find_distributions(target, follow_links=options.follow_links))
+    installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
 
     def meanwhile() -> None:
         host_report()
@@ -519,20 +519,6 @@ def _releases_parsed(rules: RuleSet) -> None:
     parsing is best done while waiting on workers."""
     for tag in rules.release_tags:
         rules.release(tag)
-
-
-class _Once:
-    """A function's result, computed on the first call (which may come early, while waiting on workers)."""
-
-    def __init__(self, make: Callable[[], Any]) -> None:
-        self.make = make
-        self.done = False
-        self.value: Any = None
-
-    def __call__(self) -> Any:
-        if not self.done:
-            self.value, self.done = self.make(), True
-        return self.value
 
 
 def read_all(
