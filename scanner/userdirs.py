@@ -1,10 +1,14 @@
 """The per-user folders, outside every target.
 
 The cache folder holds the ZLUDA downloads (fix/release.py) and the facts
-cache (scan/read/cache.py): ``$CUDA4AMD_CACHE``, else platformdirs' user cache
+folder: ``$CUDA4AMD_CACHE``, else platformdirs' user cache
 folder for cuda4amd: ``%LOCALAPPDATA%\\cuda4amd`` on Windows,
 ``$XDG_CACHE_HOME/cuda4amd`` or ``~/.cache/cuda4amd`` on Linux,
 ``~/Library/Caches/cuda4amd`` on macOS.
+
+The facts folder holds what was worked out from files' bytes and can be worked
+out again: the facts of binaries (scan/read/cache.py) and the parsed rule files
+(rules/parsed.py): ``$CUDA4AMD_FACTS_CACHE``, else ``facts`` in the cache folder.
 
 The state folder holds the journal key and the target locks (fix/state.py,
 fix/lock.py).
@@ -15,9 +19,10 @@ import os
 import sys
 from pathlib import Path
 
-__all__ = ["CACHE_VARIABLE", "cache_dir", "state_dir"]
+__all__ = ["CACHE_VARIABLE", "FACTS_VARIABLE", "cache_dir", "facts_dir", "state_dir"]
 
 CACHE_VARIABLE = "CUDA4AMD_CACHE"
+FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
 
 
 def cache_dir() -> Path:
@@ -30,6 +35,14 @@ def cache_dir() -> Path:
     import platformdirs
 
     return Path(platformdirs.user_cache_dir("cuda4amd", appauthor=False, opinion=False))
+
+
+def facts_dir() -> Path:
+    """The facts folder (see the module docstring)."""
+    env = os.environ.get(FACTS_VARIABLE)
+    if env:
+        return Path(env).expanduser()
+    return cache_dir() / "facts"
 
 
 def state_dir() -> Path:

@@ -238,12 +238,12 @@ def test_cache_folder_follows_the_environment(monkeypatch, tmp_path):
     from cuda4amd import userdirs
     from cuda4amd.fix.release import cache_dir
 
-    monkeypatch.delenv(facts.FACTS_VARIABLE, raising=False)
+    monkeypatch.delenv(userdirs.FACTS_VARIABLE, raising=False)
     monkeypatch.setenv(userdirs.CACHE_VARIABLE, str(tmp_path / "base"))
     assert facts.facts_folder() == tmp_path / "base" / "facts"
-    monkeypatch.setenv(facts.FACTS_VARIABLE, str(tmp_path / "here"))
+    monkeypatch.setenv(userdirs.FACTS_VARIABLE, str(tmp_path / "here"))
     assert facts.facts_folder() == tmp_path / "here"
-    monkeypatch.delenv(facts.FACTS_VARIABLE)
+    monkeypatch.delenv(userdirs.FACTS_VARIABLE)
     monkeypatch.delenv(userdirs.CACHE_VARIABLE)
     monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
     assert facts.facts_folder() == cache_dir() / "facts"  # one lookup for the ZLUDA downloads and the facts

@@ -19,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Callable, Mapping, Sequence
 
+from cuda4amd.rules.parsed import cached_document
+
 if sys.version_info >= (3, 11):
     import tomllib
 else:  # pragma: no cover - exercised on 3.10 only
@@ -69,13 +71,21 @@ def shipped_rules_dir() -> Path:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
+    """The TOML document in `path` (parsed once per content: rules/parsed.py)."""
     try:
-        with path.open("rb") as f:
-            return tomllib.load(f)
-    except tomllib.TOMLDecodeError as e:
-        raise RulesError(path, f"not valid TOML: {e}") from None
+        data = path.read_bytes()
     except OSError as e:
         raise RulesError(path, f"cannot read: {e.strerror or e}") from None
+
+    def parse(data: bytes) -> dict[str, Any]:
+        try:
+            return tomllib.loads(data.decode())
+        except UnicodeDecodeError as e:
+            raise RulesError(path, f"not valid TOML: not UTF-8 at byte {e.start}") from None
+        except tomllib.TOMLDecodeError as e:
+            raise RulesError(path, f"not valid TOML: {e}") from None
+
+    return cached_document(data, parse)
 
 
 # type checkers for the schema tables

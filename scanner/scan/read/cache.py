@@ -80,13 +80,12 @@ from cuda4amd.model import (
     ScannedBinary,
     Section,
 )
-from cuda4amd.userdirs import cache_dir
+from cuda4amd.userdirs import facts_dir
 
 if TYPE_CHECKING:
     from cuda4amd.scan.discover import FoundBinary
     from cuda4amd.scan.read.payload import PayloadInspector
 
-FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
 DATABASE = "facts.sqlite3"
 SECRET = "facts.key"
 RECORD_FORMAT = 3  # 2: driver_names; 3: marshal, tuples of facts by columns
@@ -114,12 +113,8 @@ RECORD_FIELDS = ("format", "key", "mode", "info", "kernels", "by_name", "driver_
 DECODE_ERRORS = (BadRecord, ValueError, TypeError, KeyError, EOFError, RecursionError)
 
 
-def facts_folder() -> Path:
-    """Where the facts cache lives (see the module docstring)."""
-    env = os.environ.get(FACTS_VARIABLE)
-    if env:
-        return Path(env).expanduser()
-    return cache_dir() / "facts"
+#: where the facts cache lives (see the module docstring)
+facts_folder = facts_dir
 
 
 def reader_version() -> str:
