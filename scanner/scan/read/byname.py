@@ -153,6 +153,7 @@ from cuda4amd.model import BinaryInfo, NameReference, platform_of
 from cuda4amd.rules.runtime import name_heads
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
 from cuda4amd.scan.read.fatbin import MAGIC_BYTES, check_section_size
+from cuda4amd.scan.read.pages import CHUNK, Pages
 
 __all__ = [
     "ENCODINGS",
@@ -722,10 +723,10 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
     return [(lo, hi) for lo, hi in merged]
 
 
-def _segments(buf, lo: int, hi: int) -> Iterator[tuple[int, int]]:
+def _segments(buf, lo: int, hi: int, pages: Pages | None = None) -> Iterator[tuple[int, int]]:
     """[lo, hi) minus the fat binary containers in it (not read, just skipped)."""
     pos = search = lo
-    magic = _Magic(buf, hi)
+    magic = _Magic(buf, hi, pages or Pages(buf))
     while search < hi:
         m = magic.find(search)
         if m < 0:
@@ -755,18 +756,30 @@ MAGIC_MISSES = 64
 
 class _Magic:
     """Where the container magic occurs in ``buf`` before ``hi``, from a position on:
-    bytes.find (memchr) for its last byte while that byte is rare, then the regex."""
+    bytes.find (memchr) for its last byte while that byte is rare, then the regex;
+    CHUNK bytes at a time, the pages of each chunk without one handed back."""
 
-    __slots__ = ("buf", "hi", "start", "misses")
+    __slots__ = ("buf", "hi", "start", "misses", "pages")
 
-    def __init__(self, buf, hi: int) -> None:
+    def __init__(self, buf, hi: int, pages: Pages) -> None:
         self.buf = buf
         self.hi = hi
         self.start = -1
         self.misses = 0
+        self.pages = pages
 
     def find(self, at: int) -> int:
-        buf, hi = self.buf, self.hi
+        while at < self.hi:
+            end = min(self.hi, at + CHUNK)
+            found = self._find(at, min(self.hi, end + len(MAGIC_BYTES) - 1))  # one starting before end
+            if found >= 0:
+                return found
+            self.pages.release(at, end)
+            at = end
+        return -1
+
+    def _find(self, at: int, hi: int) -> int:
+        buf = self.buf
         if self.start < 0:
             self.start = at
         while self.misses <= MAGIC_MISSES or self.misses << 10 <= at - self.start:
@@ -929,7 +942,33 @@ class _Seen:
     markers: set[bytes] = field(default_factory=set)
 
 
-def _scan_data(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns", classify: _Classifier,
+#: A segment longer than CHUNK is searched in pieces, cut in the middle of a run of
+#: this many NULs, and each piece's pages are handed back once every pass has read it
+#: (:func:`_pieces`). No string, suffix or marker a pass looks for holds more than three
+#: NULs in a row (UTF-16LE's two-byte terminator after a character's zero high byte), so
+#: no match crosses a cut, and a name's text is bounded by the NULs on both sides of it:
+#: each piece gives what the segment gave there (tests/test_byname_pieces.py).
+_CUT = b"\0" * 8
+
+
+def _pieces(buf, segments: Iterable[tuple[int, int]], pages: Pages) -> Iterator[tuple[int, int]]:
+    """The segments, each cut into pieces of about CHUNK bytes where it is longer (at
+    runs of NULs: _CUT); the pages of a piece are handed back once it is searched."""
+    for a, b in segments:
+        while b - a > 2 * CHUNK:
+            run = buf.find(_CUT, a + CHUNK, b - CHUNK)
+            if run < 0:
+                break
+            cut = run + len(_CUT) // 2
+            yield a, cut
+            pages.release(a, cut)
+            a = cut
+        yield a, b
+        if b - a > CHUNK:
+            pages.release(a, b)
+
+
+def _scan_data(buf, segments: Iterable[tuple[int, int]], patterns: "_PlatformPatterns", classify: _Classifier,
                skip: set[int], found: set[NameReference], seen: _Seen, budget: _Budget,
                merged: _Pass | None = None) -> None:
     """The data between fat binary containers: one regex (ASCII and
@@ -974,7 +1013,7 @@ def _whole_matches(buf, lo: int, hi: int, passes: tuple[_Pass, ...], first: int)
                 yield start, m.end(group), width
 
 
-def _scan_whole(buf, segments: list[tuple[int, int]], patterns: "_PlatformPatterns",
+def _scan_whole(buf, segments: Iterable[tuple[int, int]], patterns: "_PlatformPatterns",
                 passes: tuple[_Pass, ...], seen: _Seen, budget: _Budget) -> None:
     """Stems, heads, fragments and version templates as whole strings in the
     segments (read-only data, fat binary containers skipped). A string may
@@ -1028,7 +1067,7 @@ def _marker_in(buf, marker: bytes, ranges: list[tuple[int, int]],
     return False
 
 
-def _holds_whole(buf, ranges: list[tuple[int, int]], passes: tuple[_Pass, ...]) -> bool:
+def _holds_whole(buf, ranges: Iterable[tuple[int, int]], passes: tuple[_Pass, ...]) -> bool:
     """Whether some range holds one of the passes' strings whole, its NULs
     inside the range (as ``buf.find(b"\\0" + string + b"\\0", lo, hi)``)."""
     return any(next(_whole_matches(buf, lo, hi, passes, lo + 1), None) for lo, hi in ranges)
@@ -1212,13 +1251,16 @@ def _lzss_tables(buf, lo: int, hi: int, budget: _Budget) -> Iterator[bytes]:
 
 def _cython_tables(buf, ranges: list[tuple[int, int]],
                    budget: _Budget | None = None,
-                   markers: tuple[bool, bool] | None = None) -> Iterator[tuple[str, bytes]]:
+                   markers: tuple[bool, bool] | None = None,
+                   pages: Pages | None = None) -> Iterator[tuple[str, bytes]]:
     """(encoding, decompressed table) of every Cython string blob found.
-    ``markers``: (zlib, lzss) marker seen, when the caller's pass looked."""
+    ``markers``: (zlib, lzss) marker seen, when the caller's pass looked; else the
+    ranges are searched for them in pieces (neither holds a NUL: none crosses a cut)."""
     budget = budget or _Budget()
     if markers is None:
-        zlib_ok = any(buf.find(ZLIB_MARKER, lo, hi) >= 0 for lo, hi in ranges)
-        lzss_ok = any(buf.find(LZSS_MARKER, lo, hi) >= 0 for lo, hi in ranges)
+        pages = pages or Pages(buf)
+        zlib_ok = any(buf.find(ZLIB_MARKER, lo, hi) >= 0 for lo, hi in _pieces(buf, ranges, pages))
+        lzss_ok = any(buf.find(LZSS_MARKER, lo, hi) >= 0 for lo, hi in _pieces(buf, ranges, pages))
     else:
         zlib_ok, lzss_ok = markers
     if zlib_ok:
@@ -1296,7 +1338,8 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     whole = not nvidia and loads_libraries(info, patterns.name_rules.loader_functions)
     data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
-    segments = {r: list(_segments(buf, *r)) for r in {*data, *(const if whole else ())}}
+    pages = Pages(buf)
+    segments = {r: list(_segments(buf, *r, pages)) for r in {*data, *(const if whole else ())}}
     merged: dict[tuple[int, int], _Pass] = {}
     markers = None
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
@@ -1308,16 +1351,16 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
             merged = dict.fromkeys(const, mine.whole.merged(dots[0]))
             passes = tuple(p for p in passes if p is not dots[0])
         for r in const:
-            _scan_whole(buf, segments[r], mine, passes, seen, budget)
+            _scan_whole(buf, _pieces(buf, segments[r], pages), mine, passes, seen, budget)
         if marked:
             markers = (_marker_in(buf, ZLIB_MARKER, const, segments, seen),
                        _marker_in(buf, LZSS_MARKER, const, segments, seen))
     for r in data:
-        _scan_data(buf, segments[r], mine, classify, skip, found, seen, budget, merged.get(r))
+        _scan_data(buf, _pieces(buf, segments[r], pages), mine, classify, skip, found, seen, budget, merged.get(r))
     if markers is not None:  # the merged pass may have seen a marker anchored on "."
         markers = (markers[0] or ZLIB_MARKER in seen.markers, markers[1] or LZSS_MARKER in seen.markers)
     if not whole and mine.appends and any(r.encoding == "ascii" and not r.template for r in found):
-        seen.versioners += _holds_whole(buf, data, mine.versioning)
+        seen.versioners += _holds_whole(buf, _pieces(buf, data, pages), mine.versioning)
     for head in seen.heads:
         names, strong = mine.heads[head]
         if strong or seen.fragments:
@@ -1331,6 +1374,6 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
                 if classify(name) == 2 and classify.plain(ref.name) < 2:
                     found.discard(ref)  # the versioned file is what the loader finds
                     found.add(NameReference(name, "assembled", True))
-    for encoding, table in _cython_tables(buf, const, budget, markers):
+    for encoding, table in _cython_tables(buf, const, budget, markers, pages):
         _scan_table(table, encoding, classify, found)
     return tuple(sorted(found))

@@ -29,6 +29,7 @@ from __future__ import annotations
 import re
 
 from cuda4amd.model import BinaryInfo, DriverNames
+from cuda4amd.scan.read.pages import CHUNK, Pages
 
 __all__ = ["DriverNames", "find_driver_names", "DATA_SECTIONS"]
 
@@ -37,6 +38,8 @@ DATA_SECTIONS = frozenset({".rdata", ".rodata", ".data.rel.ro", ".lrodata"})
 #: a driver entry point: `cu` + capital + identifier, NUL-terminated, starting a string
 _NAME = re.compile(rb"\x00cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # NUL-led: the literal prefix keeps the search fast
 _FIRST = re.compile(rb"cu[A-Z][A-Za-z0-9_]{1,95}\x00")  # a name at the very start of a section
+#: the longest match of _NAME
+_LONGEST = 1 + 2 + 1 + 95 + 1
 _THREAD_VARIANTS = (b"_ptds\x00", b"_ptsz\x00")
 #: cap against hostile input: this many names per binary at most
 MAX_NAMES = 200_000
@@ -45,6 +48,7 @@ MAX_NAMES = 200_000
 def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
     """Driver function names in the read-only data of one binary (bounded; never raises for content)."""
     size = len(buf)
+    pages = Pages(buf)
     own: set[str] = set()
     runtime = 0
     seen = 0
@@ -65,10 +69,18 @@ def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
             run.append(head.group())
             last_end = head.end()
         pos = last_end - 1 if head is not None else start  # a closing NUL leads the next name
+        mark = start
         while True:
-            match = _NAME.search(buf, pos, end)
+            # at most CHUNK bytes a search, the pages read handed back behind it
+            limit = min(end, pos + max(CHUNK, 2 * _LONGEST))
+            match = _NAME.search(buf, pos, limit)
             if match is None:
-                break
+                if limit >= end:
+                    break
+                pos = max(pos, limit - _LONGEST + 1)  # a name that starts in the last bytes and runs on
+                pages.release(mark, pos)
+                mark = pos
+                continue
             seen += 1
             if seen > MAX_NAMES:
                 break
@@ -80,6 +92,8 @@ def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
             last_end = match.end()
             pos = last_end - 1
         runtime += _close(run, own)
+        if end - start > CHUNK:
+            pages.release(mark, end)
     return DriverNames(tuple(sorted(own)), runtime)
 
 

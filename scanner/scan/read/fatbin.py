@@ -18,7 +18,7 @@ unpacked in place, the deep scan uses ``buf.find`` over the section (no
 copies), so memory does not grow with file size. With an ``mmap`` (Linux,
 macOS) big container sections are read with ``MADV_RANDOM`` (no readahead of
 payloads between headers; reset to normal afterwards) and scanned pages are
-handed back with ``MADV_DONTNEED`` every ``RELEASE_CHUNK`` bytes, so resident
+handed back with ``MADV_DONTNEED`` every ``CHUNK`` bytes, so resident
 memory stays bounded too; the mapping must be read-only (``ACCESS_READ``, as
 :func:`cuda4amd.readers.read_path` makes it), never privately modified.
 Everything is bounds checked; a corrupt container raises
@@ -102,12 +102,12 @@ when there is no SASS) next to the module's own.
 """
 from __future__ import annotations
 
-import mmap
 import struct
 from bisect import bisect_right
 
 from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.pages import CHUNK, Pages
 
 __all__ = [
     "CONTAINER_SECTIONS",
@@ -154,12 +154,6 @@ MAX_SECTION_BYTES = 4 << 30
 MAX_EXAMINED_FACTOR = 2
 #: Padding between containers is checked in chunks of this size (no big copies).
 _GAP_CHUNK = 1 << 20
-#: With an mmap, pages already scanned are handed back (MADV_DONTNEED) every
-#: this many bytes, so resident memory stays bounded on multi-GB files.
-RELEASE_CHUNK = 8 << 20
-_CAN_RELEASE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "MADV_NORMAL")) and hasattr(
-    mmap.mmap, "madvise"
-)
 
 KIND_NAMES = {1: "ptx", 2: "sass", 8: "lto-ir"}
 #: __fatBinC_Wrapper_t version of nvcc's device-link stub (FATBINC_LINK_VERSION)
@@ -215,14 +209,14 @@ def check_section_size(name: str, start: int, end: int) -> None:
 
 
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "_release", "budget",
+    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "pages", "budget",
                  "kinds", "link_targets")
 
     def __init__(self, buf) -> None:
         self.buf = buf
         self.size = len(buf)
         self.budget = MAX_EXAMINED_FACTOR * self.size + (1 << 20)
-        self._release = _CAN_RELEASE and isinstance(buf, mmap.mmap)
+        self.pages = Pages(buf)  # read pages handed back every CHUNK bytes
         self.entries: list[FatbinEntry] = []
         self.seen: dict[int, int] = {}  # file offset -> end of each container parsed
         self.sections: dict[str, None] = {}
@@ -230,21 +224,6 @@ class _Scan:
         self._names: dict[tuple, tuple] = {}  # interned kind/arch/isa strings
         self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
         self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
-
-    def release(self, start: int, end: int) -> None:
-        """Drop the mapping's resident pages in [start, end) (file-backed and
-        read-only, so they are simply re-read if touched again)."""
-        if not self._release:
-            return
-        page = mmap.PAGESIZE
-        a = start - start % page
-        b = min(end, self.size)
-        b -= b % page
-        if b > a:
-            try:
-                self.buf.madvise(mmap.MADV_DONTNEED, a, b - a)
-            except (OSError, ValueError):
-                self._release = False
 
     # -- one container ---------------------------------------------------------------
 
@@ -333,17 +312,6 @@ class _Scan:
 
     # -- a container section, walked -----------------------------------------------------
 
-    def advise(self, start: int, end: int, advice: str) -> None:
-        """Walking a big container section reads headers far apart: no readahead
-        of the payloads in between (MADV_RANDOM), back to normal afterwards.
-        Halves the cold-cache time of cublasLt64_12.dll."""
-        if self._release and end - start > RELEASE_CHUNK:
-            a = start - start % mmap.PAGESIZE
-            try:
-                self.buf.madvise(getattr(mmap, advice), a, end - a)
-            except (OSError, ValueError):
-                pass
-
     def examine(self, start: int, end: int, section: str) -> None:
         """Count [start, end) of `section` against the caps before searching it."""
         check_section_size(section, start, end)
@@ -357,7 +325,7 @@ class _Scan:
         self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
-        self.advise(start, end, "MADV_RANDOM")
+        self.pages.advise(start, end, "MADV_RANDOM")
         try:
             while pos < end:
                 hit = buf.find(MAGIC_BYTES, pos, end)
@@ -367,12 +335,12 @@ class _Scan:
                 if hit < 0:
                     break
                 pos = self.container(hit, end, section)
-                if pos - mark >= RELEASE_CHUNK:
-                    self.release(mark, pos)
+                if pos - mark >= CHUNK:
+                    self.pages.release(mark, pos)
                     mark = pos
-            self.release(mark, end)
+            self.pages.release(mark, end)
         finally:
-            self.advise(start, end, "MADV_NORMAL")
+            self.pages.advise(start, end, "MADV_NORMAL")
 
     def _check_zero(self, start: int, end: int, section: str, tail: bool) -> None:
         buf = self.buf
@@ -392,14 +360,14 @@ class _Scan:
         buf = self.buf
         pos = mark = start
         while True:
-            # Search at most RELEASE_CHUNK bytes at a time, handing back what was read.
-            limit = min(end, pos + RELEASE_CHUNK)
+            # Search at most CHUNK bytes at a time, handing back what was read.
+            limit = min(end, pos + CHUNK)
             hit = buf.find(MAGIC_BYTES, pos, limit)
             if hit < 0:
                 if limit >= end:
                     break
                 pos = max(pos, limit - 3)  # a magic may straddle the chunk boundary
-                self.release(mark, pos)
+                self.pages.release(mark, pos)
                 mark = pos
                 continue
             if hit & 7 or hit + 16 > end:
@@ -414,10 +382,10 @@ class _Scan:
                 pos = hit + 4  # a coincidental match in ordinary data
                 continue
             pos = self.container(hit, end, section)
-            if pos - mark >= RELEASE_CHUNK:
-                self.release(mark, pos)
+            if pos - mark >= CHUNK:
+                self.pages.release(mark, pos)
                 mark = pos
-        self.release(mark, end)
+        self.pages.release(mark, end)
 
 
 def _module_kind(buf, relocatable: bool, ptx: int, debug_ptx: int,

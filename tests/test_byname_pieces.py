@@ -1,0 +1,203 @@
+"""The by-name search in pieces (byname._pieces, the windowed container search):
+cutting a segment at runs of NULs and handing back the pages behind changes no
+result, and the pages really are handed back."""
+from __future__ import annotations
+
+import struct
+import sys
+import sysconfig
+from pathlib import Path
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
+from cuda4amd.scan.read import byname
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.engine import mapped, read_buffer
+from cuda4amd.scan.read.fatbin import MAGIC_BYTES
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
+
+def container(payload: bytes) -> bytes:
+    return MAGIC_BYTES + struct.pack("<HHQ", 1, 16, len(payload)) + payload
+
+
+def outcome(buf, info, rules, chunk: int | None, monkeypatch):
+    """find_library_names' result (or its refusal) with search pieces of ``chunk`` bytes."""
+    with monkeypatch.context() as m:
+        if chunk is not None:
+            m.setattr(byname, "CHUNK", chunk)
+        try:
+            return byname.find_library_names(buf, info, rules)
+        except MalformedBinary as exc:
+            return ("refused", str(exc))
+
+
+NAMES = [b"libcublas.so.12", b"libcudnn_graph.so", b"libnvrtc.so.", b"cudnn64_9.dll", b"nvcuda.dll",
+         b"%s64_%d.dll", b".so", b".so.%d", b"%s.%d", b"lib%s.so", b"_0.dll", b"64_", b"cublas64_",
+         b"libcudart", b"cufft", b"nvrtc64_", b"x.so.1", b".DLL", byname.ZLIB_MARKER, byname.LZSS_MARKER]
+text = st.sampled_from(NAMES)
+piece = st.one_of(
+    text, text.map(lambda b: b"\0" + b + b"\0"), text.map(lambda b: b.decode().encode("utf-16-le")),
+    text.map(lambda b: b"\0\0" + b.decode().encode("utf-16-le") + b"\0\0"),
+    st.integers(0, 12).map(lambda k: b"\0" * k),  # runs of NULs, the cuts' places, of every length
+    st.sampled_from([b".", b"a", b"\0.\0", b"/", b"%s"]), st.binary(max_size=8),
+    st.binary(max_size=24).map(container),
+)
+
+
+def info_for(platform: str, size: int) -> BinaryInfo:
+    if platform == "linux":  # dlopen: the whole-string passes run too, over the same range
+        return BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll", undefined_symbols=("dlopen",),
+                          sections=(Section(".rodata", 0, size, 0, size),))
+    return BinaryInfo(format="PE", machine="x86_64", bits=64, kind="dll",
+                      imports=(ImportedLibrary("KERNEL32.dll", ("LoadLibraryExW",)),),
+                      sections=(Section(".rdata", 0, size, 0, size),))
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.sampled_from(["linux", "windows"]), st.lists(piece, max_size=40), st.sampled_from([1, 4, 16, 40]))
+def test_pieces_find_what_the_whole_segment_finds(rules, monkeypatch, platform, pieces, chunk):
+    buf = b"".join(pieces)
+    info = info_for(platform, len(buf))
+    assert outcome(buf, info, rules, chunk, monkeypatch) == outcome(buf, info, rules, None, monkeypatch)
+
+
+def segments_by_find(buf: bytes, lo: int, hi: int):
+    """The reference: the containers found with bytes.find from each position."""
+    out, pos, search = [], lo, lo
+    while search < hi:
+        m = buf.find(MAGIC_BYTES, search, hi)
+        if m < 0:
+            break
+        if m + 16 <= hi:
+            _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
+            if hsize == 16 and 0 < rest <= hi - m - 16:
+                if m - pos >= byname.MIN_GAP:
+                    out.append((pos, m))
+                pos = search = m + 16 + rest
+                continue
+        search = m + 4
+    if pos < hi:
+        out.append((pos, hi))
+    return out
+
+
+container_piece = st.one_of(
+    st.binary(max_size=40).map(container), st.binary(max_size=40),
+    st.sampled_from([MAGIC_BYTES, MAGIC_BYTES[-1:] * 3, MAGIC_BYTES[:3], b"\0" * 17]),
+    st.integers(1, 60).map(lambda k: MAGIC_BYTES + struct.pack("<HHQ", 1, 16, k)),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.sampled_from([1, 2, 3, 5, 16]),
+       st.integers(0, 100))
+def test_the_container_search_in_chunks_cuts_the_same_segments(monkeypatch, pieces, cut_lo, chunk, misses):
+    """A magic across a chunk's end is found in that chunk (it starts before the end)."""
+    monkeypatch.setattr(byname, "CHUNK", chunk)
+    monkeypatch.setattr(byname, "MAGIC_MISSES", misses)
+    buf = b"".join(pieces)
+    lo = min(cut_lo, len(buf))
+    assert list(byname._segments(buf, lo, len(buf))) == segments_by_find(buf, lo, len(buf))
+
+
+def real_binaries() -> list[Path]:
+    """The fixtures' binaries (mingw-w64 and gcc builds) and this Python's own extension modules."""
+    found = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix.lower() in (".dll", ".exe", ".so", ".pyd")]
+    dynload = Path(sysconfig.get_path("platstdlib")) / "lib-dynload"
+    found += sorted(dynload.glob("*.so"))[:40]
+    libdir = sysconfig.get_config_var("LIBDIR")
+    if libdir:
+        found += sorted(Path(libdir).glob("libpython3*.so*"))[:1]
+    return found
+
+
+def test_real_binaries_give_the_same_names_in_pieces(rules, monkeypatch):
+    binaries = real_binaries()
+    assert len(binaries) > 10
+    compared = 0
+    for path in binaries:
+        with mapped(path) as buf:
+            try:
+                info = read_buffer(buf, exports=False)
+            except MalformedBinary:
+                continue  # the corrupt fixtures
+            whole = outcome(buf, info, rules, None, monkeypatch)
+            for chunk in (64, 4096):
+                assert outcome(buf, info, rules, chunk, monkeypatch) == whole, (path, chunk)
+            compared += 1
+    assert compared > 10
+
+
+def resident_kb(path: Path) -> int:
+    """The resident KB of this process's mappings of ``path`` (/proc/self/smaps)."""
+    total, inside = 0, False
+    for line in Path("/proc/self/smaps").read_text().splitlines():
+        first = line.split(None, 1)[0]
+        if not first.endswith(":") or "-" in first:
+            inside = line.rstrip().endswith(str(path))
+        elif inside and first == "Rss:":
+            total += int(line.split()[1])
+    return total
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="reads /proc/self/smaps (Linux)")
+def test_the_pages_searched_are_handed_back(rules, tmp_path, monkeypatch):
+    """24 MiB of read-only data searched with 1 MiB pieces leaves at most a few
+    pieces resident; searched whole, all of it stays until the mapping closes."""
+    unit = b"\0" * 10 + b"some_symbol_name\0libcudnn_graph.so\0" + bytes(range(1, 200)) + b"\0" * 30
+    data = unit * (24 * 2**20 // len(unit))
+    path = tmp_path / "big.so"
+    path.write_bytes(data)
+    info = info_for("linux", len(data))
+    results = {}
+    for chunk in (1 << 20, 1 << 30):
+        monkeypatch.setattr(byname, "CHUNK", chunk)
+        with mapped(path) as buf:
+            results[chunk] = byname.find_library_names(buf, info, rules)
+            results[chunk, "kb"] = resident_kb(path)
+    assert results[1 << 20] == results[1 << 30]
+    assert any(ref.name == "libcudnn_graph.so" for ref in results[1 << 20])
+    assert results[1 << 30, "kb"] > 20 * 1024
+    assert results[1 << 20, "kb"] < 4 * 1024
+
+
+driver_piece = st.one_of(
+    st.sampled_from([b"cuInit", b"cuMemCreate", b"cuStreamSynchronize_ptsz", b"cuLaunchKernel_ptds", b"cudnn",
+                     b"cuX" + b"a" * 94, b"cuX" + b"a" * 95]).map(lambda n: n + b"\0"),
+    st.integers(0, 5).map(lambda k: b"\0" * k), st.binary(max_size=6),
+)
+
+
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(driver_piece, max_size=40), st.sampled_from([1, 200, 201, 257, 300]))
+def test_driver_names_searched_in_chunks_are_the_same(monkeypatch, pieces, chunk):
+    from cuda4amd.scan.read import drivernames
+
+    buf = b"".join(pieces)
+    info = info_for("linux", len(buf))
+    whole = drivernames.find_driver_names(buf, info)
+    monkeypatch.setattr(drivernames, "CHUNK", chunk)
+    assert drivernames.find_driver_names(buf, info) == whole
+
+
+def test_real_binaries_name_the_same_driver_functions_in_chunks(monkeypatch):
+    from cuda4amd.scan.read import drivernames
+
+    compared = 0
+    for path in real_binaries():
+        with mapped(path) as buf:
+            try:
+                info = read_buffer(buf, exports=False)
+            except MalformedBinary:
+                continue
+            whole = drivernames.find_driver_names(buf, info)
+            with monkeypatch.context() as m:
+                m.setattr(drivernames, "CHUNK", 257)
+                assert drivernames.find_driver_names(buf, info) == whole, path
+            compared += whole.names != ()
+    assert compared >= 2  # the fixtures that name driver functions
