@@ -1339,7 +1339,7 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
     pages = Pages(buf)
-    segments = {r: list(_segments(buf, *r, pages)) for r in {*data, *(const if whole else ())}}
+    segments = {(lo, hi): list(_segments(buf, lo, hi, pages)) for lo, hi in {*data, *(const if whole else ())}}
     merged: dict[tuple[int, int], _Pass] = {}
     markers = None
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
