@@ -15,9 +15,38 @@ import click
 from cuda4amd import __version__
 from cuda4amd.cli.output import COMMAND_LINE, EXIT_INTERRUPTED
 
+#: each command: the module that defines it and its name there, imported when the command is
+#: looked up (click's pattern for lazily loaded subcommands): `scan` does not load `fix`'s modules
+COMMANDS = {
+    "scan": ("cuda4amd.cli.scan", "scan"),
+    "doctor": ("cuda4amd.cli.doctor", "doctor"),
+    "report": ("cuda4amd.cli.report", "report"),
+    "diff": ("cuda4amd.cli.report", "diff"),
+    "run": ("cuda4amd.cli.fix", "run"),
+    "undo": ("cuda4amd.cli.fix", "undo"),
+    "verify": ("cuda4amd.cli.verify", "verify"),
+    "trace": ("cuda4amd.cli.trace", "trace"),
+    "matrix": ("cuda4amd.cli.matrix", "matrix"),
+    "schema": ("cuda4amd.cli.schema", "schema"),
+}
+
 
 class _Cuda4amd(click.Group):
-    """The group: streams that never fail on a symbol, and Ctrl-C as exit status 130."""
+    """The group: its commands loaded on first use, streams that never fail on a symbol,
+    and Ctrl-C as exit status 130."""
+
+    def list_commands(self, ctx: click.Context) -> list[str]:
+        return sorted({*COMMANDS, *self.commands})
+
+    def get_command(self, ctx: click.Context, cmd_name: str) -> click.Command | None:
+        where = COMMANDS.get(cmd_name)
+        if where is None:
+            return super().get_command(ctx, cmd_name)
+        import importlib
+
+        command = getattr(importlib.import_module(where[0]), where[1])
+        assert isinstance(command, click.Command)
+        return command
 
     def make_context(self, info_name, args, parent=None, **extra):
         ctx = super().make_context(info_name, list(args), parent=parent, **extra)
@@ -43,20 +72,3 @@ def main() -> None:
     Shell completion (bash, zsh, fish): see "Shell completion" in the README,
     e.g. eval "$(_CUDA4AMD_COMPLETE=bash_source cuda4amd)".
     """
-
-
-def _register_commands() -> None:
-    from cuda4amd.cli.doctor import doctor
-    from cuda4amd.cli.fix import run, undo
-    from cuda4amd.cli.matrix import matrix
-    from cuda4amd.cli.report import diff, report
-    from cuda4amd.cli.scan import scan
-    from cuda4amd.cli.schema import schema
-    from cuda4amd.cli.trace import trace
-    from cuda4amd.cli.verify import verify
-
-    for command in (scan, doctor, report, diff, run, undo, verify, trace, matrix, schema):
-        main.add_command(command)
-
-
-_register_commands()

@@ -26,7 +26,6 @@ import hashlib
 import json
 import os
 import stat
-import tempfile
 from pathlib import Path
 from typing import Any, Callable
 
@@ -87,6 +86,8 @@ def _write(entry: Path, document: dict[str, Any]) -> None:
         text = json.dumps(document, ensure_ascii=False, separators=(",", ":")).encode()
     except (TypeError, ValueError):  # a date or time: JSON has none (module docstring)
         return
+    import tempfile  # only on a miss: 5 ms of every start-up otherwise
+
     try:
         entry.parent.mkdir(mode=0o700, parents=True, exist_ok=True)
         fd, temporary = tempfile.mkstemp(dir=entry.parent, prefix=".new-", suffix=".json")

@@ -21,11 +21,6 @@ from typing import Any, Callable, Mapping, Sequence
 
 from cuda4amd.rules.parsed import cached_document
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover - exercised on 3.10 only
-    import tomli as tomllib
-
 __all__ = [
     "PLATFORMS", "ID_RE", "RulesError", "Provenance", "Schema",
     "read_toml", "read_provenance", "top_level", "rows", "check", "choice", "check_platform",
@@ -78,6 +73,10 @@ def read_toml(path: Path) -> dict[str, Any]:
         raise RulesError(path, f"cannot read: {e.strerror or e}") from None
 
     def parse(data: bytes) -> dict[str, Any]:
+        if sys.version_info >= (3, 11):  # imported on a miss only (rules/parsed.py)
+            import tomllib
+        else:  # pragma: no cover - exercised on 3.10 only
+            import tomli as tomllib
         try:
             return tomllib.loads(data.decode())
         except UnicodeDecodeError as e:
