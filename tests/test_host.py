@@ -378,6 +378,48 @@ def test_zluda_by_its_driver_bytes_on_path(win, rules, tmp_path):
     assert "nvcuda.dll" in z.evidence[0] and "names ZLUDA" in z.evidence[0]
 
 
+def test_nvidia_drivers_are_told_apart_from_their_first_megabyte(linux, rules, tmp_path):
+    """NVIDIA's libcuda names its maker near its start: the read stops there (the file is not
+    read through for ZLUDA's marker); a ZLUDA driver without signature files is still found."""
+    from cuda4amd.host import probes as probe_module
+
+    nvidia = tmp_path / "nvidia"
+    nvidia.mkdir()
+    (nvidia / "libcuda.so.1").write_bytes(b"\x7fELF" + b"\0" * 612 + b"NVIDIA Corporation" + bytes(range(256)) * 40000)
+    lone = tmp_path / "lone"
+    lone.mkdir()
+    (lone / "libcuda.so.1").write_bytes(b"\x7fELF" + bytes(range(256)) * 8000 + b"ZLUDA " + bytes(range(256)) * 100)
+    reads: dict[str, int] = {}
+    real_open = open
+
+    class Counting:
+        def __init__(self, path, mode="r", *args, **kwargs):
+            self.path, self.f = str(path), real_open(path, mode, *args, **kwargs)
+
+        def __enter__(self):
+            return self
+
+        def __exit__(self, *exc):
+            self.f.close()
+
+        def read(self, n=-1):
+            data = self.f.read(n)
+            reads[self.path] = reads.get(self.path, 0) + len(data)
+            return data
+
+    probes = linux(None, rocm=False, env={"LD_LIBRARY_PATH": "/srv/nvidia:/srv/lone"})
+    probes.fs.mounts[:0] = [(("srv", "nvidia"), nvidia), (("srv", "lone"), lone)]
+    probe_module.open = Counting  # type: ignore[attr-defined]  # the module's reads only
+    try:
+        host = detect_host(probes, rules=rules)
+    finally:
+        del probe_module.open  # type: ignore[attr-defined]
+    (found,) = host.zluda
+    assert found.path == "/srv/lone" and "names ZLUDA" in found.evidence[0]
+    assert reads[str(nvidia / "libcuda.so.1")] <= 1 << 20  # of its 10 MB: the first chunk
+    assert reads[str(lone / "libcuda.so.1")] == 3 * (lone / "libcuda.so.1").stat().st_size  # two NVIDIA markers, ZLUDA's
+
+
 def test_zluda_linux_configured(linux, rules, tmp_path):
     z = _zluda_folder(tmp_path / "zl", rules, platform="linux")
     probes = linux(None, rocm=False, env={"LD_AUDIT": "/srv/zluda/zluda_ld", "CUDA4AMD_ZLUDA": "/srv/zluda"})

@@ -76,9 +76,13 @@ def _inspect(probes: Probes, folder: str, release_files: Callable[[], dict[str, 
             return None
         path = pm.join(folder, driver)
         size = fs.size(path)
-        # NVIDIA's driver (tens of MB, read up to the limit) never names ZLUDA: the
-        # NVIDIA markers are looked for only in a file that does (each marker is a pass)
-        if not fs.find_markers(path, (ZLUDA_MARKER,)) or fs.find_markers(path, NVIDIA_MARKERS):
+        # NVIDIA's driver (tens of MB) names its maker in its first kilobyte (byte 616 of
+        # libcuda.so.580.159.04 and of the CUDA 13 compat libcuda.so.580.95.05 on the device
+        # machine) and never ZLUDA: each NVIDIA marker is looked for on its own, the read ending
+        # where it is found, and only a file with neither is read through for ZLUDA's (where a
+        # ZLUDA marker first read NVIDIA's 92 MB through, twice: 0.25 s of every scan there)
+        if any(fs.find_markers(path, (marker,)) for marker in NVIDIA_MARKERS) or not fs.find_markers(
+                path, (ZLUDA_MARKER,)):
             return None
         mb = f"{size / 2**20:.1f} MB, " if size is not None else ""
         evidence.append(f"{driver} ({mb}names ZLUDA in its bytes, not NVIDIA's version resource)")
