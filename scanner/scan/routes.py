@@ -55,26 +55,28 @@ def unseen_loaders(
                 routed.add(path)
                 changed = True
     unseen: dict[str, str] = {}
-    # Symbol -> whether a family claims it, shared by the binaries: most undefined
+    # The symbols seen and those a family claims, shared by the binaries: most undefined
     # symbols (libc, libstdc++, Python's C API) recur in every binary of a tree, and
-    # one regex match per symbol per binary was the bulk of this step.
-    claims: dict[str, bool] = {}
+    # one regex match per symbol per binary was the bulk of this step; then a dict
+    # lookup per symbol per binary was (0.04 s of 867 binaries on the device machine).
+    seen: set[str] = set()
+    claimed: set[str] = set()
     for binary in binaries:
         identity = identities.get(binary.path)
         if binary.path in routed or (identity is not None and identity.family is not None):
             continue
         if binary.kernels is not None and binary.kernels.state != "none":
             unseen[binary.path] = NO_LOADER
-        elif _calls_cuda(binary, rules, claims):
+        elif _calls_cuda(binary, rules, seen, claimed):
             unseen[binary.path] = NO_LOADER_API
     return unseen
 
 
-def _calls_cuda(binary: ScannedBinary, rules: RuleSet, claims: dict[str, bool]) -> bool:
-    for symbol in binary.info.undefined_symbols[:MAX_SYMBOLS]:
-        claimed = claims.get(symbol)
-        if claimed is None:
-            claimed = claims[symbol] = rules.family_for_symbol(symbol) is not None
-        if claimed:
-            return True
-    return False
+def _calls_cuda(binary: ScannedBinary, rules: RuleSet, seen: set[str], claimed: set[str]) -> bool:
+    """Whether a family claims one of the binary's undefined symbols (the first MAX_SYMBOLS)."""
+    symbols = binary.info.undefined_symbols[:MAX_SYMBOLS]
+    fresh = set(symbols)
+    fresh -= seen
+    seen |= fresh
+    claimed.update(symbol for symbol in fresh if rules.family_for_symbol(symbol) is not None)
+    return not claimed.isdisjoint(symbols)
