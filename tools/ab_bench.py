@@ -1,0 +1,59 @@
+"""Two builds of cuda4amd, one tree, interleaved: the comparison that holds on a machine whose speed drifts.
+
+    python tools/ab_bench.py TREE --a /tmp/old-venv/bin/python --b .venv/bin/python --runs 10
+    python tools/ab_bench.py TREE --a python3 --a-path old/src --b python3 --b-path src   # source trees
+
+Each run is a fresh process, `python -m cuda4amd scan TREE --format json`,
+A and B alternating (the order flips every round), for a warm full scan
+(`--no-cache`) and a re-scan (each side's own facts cache, filled by two
+untimed runs first). Prints each side's median and minimum and B ÷ A.
+Single figures on a shared machine move by ±30 % from hour to hour
+(docs/performance.md); a ratio from the same minutes does not.
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import subprocess
+import tempfile
+import time
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("tree")
+    parser.add_argument("--a", required=True, help="interpreter of build A")
+    parser.add_argument("--b", required=True, help="interpreter of build B")
+    parser.add_argument("--a-path", help="PYTHONPATH for A (a source tree holding cuda4amd/)")
+    parser.add_argument("--b-path", help="PYTHONPATH for B")
+    parser.add_argument("--runs", type=int, default=8)
+    args = parser.parse_args()
+    sides = {"A": (args.a, args.a_path), "B": (args.b, args.b_path)}
+    caches = {name: tempfile.mkdtemp(prefix=f"cuda4amd-ab-{name}-") for name in sides}
+
+    def run(name: str, extra: list[str]) -> float:
+        python, path = sides[name]
+        env = {**os.environ, "CUDA4AMD_FACTS_CACHE": caches[name]}
+        if path:
+            env["PYTHONPATH"] = os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p)
+        start = time.perf_counter()
+        subprocess.run([python, "-m", "cuda4amd", "scan", args.tree, "--format", "json", *extra],
+                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
+        return time.perf_counter() - start
+
+    for name in sides:  # the page cache and each side's facts cache
+        run(name, [])
+        run(name, [])
+    for label, extra in (("warm full scan, --no-cache", ["--no-cache"]), ("re-scan, warm facts cache", [])):
+        times: dict[str, list[float]] = {name: [] for name in sides}
+        for round_ in range(args.runs):
+            for name in (("A", "B") if round_ % 2 == 0 else ("B", "A")):
+                times[name].append(run(name, extra))
+        median = {name: statistics.median(t) for name, t in times.items()}
+        cells = "; ".join(f"{name} median {median[name]:.3f} s (min {min(times[name]):.3f})" for name in sides)
+        print(f"{label}: {cells}; B / A {median['B'] / median['A']:.2f}")
+
+
+if __name__ == "__main__":
+    main()
