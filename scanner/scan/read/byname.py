@@ -942,9 +942,9 @@ class _Seen:
     markers: set[bytes] = field(default_factory=set)
 
 
-#: A segment longer than CHUNK is searched in pieces, cut in the middle of a run of
-#: this many NULs, and each piece's pages are handed back once every pass has read it
-#: (:func:`_pieces`). No string, suffix or marker a pass looks for holds more than three
+#: A segment longer than 2 * CHUNK is searched in pieces, cut in the middle of a run of
+#: this many NULs, and a pass hands each piece's pages back once it has read them (the
+#: next pass maps them again: :func:`_pieces`). No string, suffix or marker a pass looks for holds more than three
 #: NULs in a row (UTF-16LE's two-byte terminator after a character's zero high byte), so
 #: no match crosses a cut, and a name's text is bounded by the NULs on both sides of it:
 #: each piece gives what the segment gave there (tests/test_byname_pieces.py).

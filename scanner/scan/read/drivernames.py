@@ -91,6 +91,9 @@ def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
             run.append(match.group()[1:])
             last_end = match.end()
             pos = last_end - 1
+            if pos - mark >= CHUNK:
+                pages.release(mark, pos)
+                mark = pos
         runtime += _close(run, own)
         if end - start > CHUNK:
             pages.release(mark, end)
