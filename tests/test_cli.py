@@ -110,15 +110,18 @@ def test_help_starts_without_heavy_imports():
 
 def test_a_scan_loads_its_own_command_only():
     """Commands are imported when looked up (cli.COMMANDS): a JSON scan loads no fix, trace or
-    matrix module, and no rich (nothing reaches a terminal), and the collector runs rarely."""
+    matrix module, and no rich (nothing reaches a terminal), and the collector runs rarely while it runs."""
     code = ("import gc, sys, runpy; sys.argv = ['cuda4amd', 'scan', sys.argv[1], '--format', 'json']\n"
+            "import cuda4amd.scan.pipeline as p\n"
+            "seen, scan, before = [], p.run_scan, gc.get_threshold()\n"
+            "p.run_scan = lambda *a, **k: seen.append(gc.get_threshold()[0]) or scan(*a, **k)\n"
             "try:\n    runpy.run_module('cuda4amd', run_name='__main__')\n"
             "except SystemExit:\n    pass\n"
             "print(sorted(m for m in sys.modules if m.startswith(('cuda4amd.fix', 'cuda4amd.cli.trace', "
-            "'cuda4amd.cli.matrix', 'cuda4amd.cli.doctor', 'rich'))), gc.get_threshold()[0], file=sys.stderr)")
+            "'cuda4amd.cli.matrix', 'cuda4amd.cli.doctor', 'rich'))), seen, gc.get_threshold() == before, file=sys.stderr)")
     done = subprocess.run([sys.executable, "-c", code, str(FIXTURES / "pe")], capture_output=True, text=True)
     assert json.loads(done.stdout)["verdict"] == "partial"
-    assert done.stderr.strip().splitlines()[-1] == "[] 200000"
+    assert done.stderr.strip().splitlines()[-1] == "[] [200000] True"  # during the command, then as before
     from cuda4amd.cli import COMMANDS, main
 
     assert sorted(main.list_commands(None)) == sorted(COMMANDS)  # type: ignore[arg-type]

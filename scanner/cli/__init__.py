@@ -65,13 +65,17 @@ class _Cuda4amd(click.Group):
         # report) and leaves few cycles: at the default threshold (700 allocations) the collector ran
         # 100 times in a re-scan of a 13k-file tree, 23 ms of 350, and 36 ms of a warm scan's main
         # process (docs/performance.md). mypy runs its collector as rarely for the same reason
-        # (mypy/build.py, build()). Set here, for the command; a library caller keeps its own.
+        # (mypy/build.py, build()). Set for the command only: a caller that invokes it in its own
+        # process (click's test runner) gets its setting back.
+        threshold = gc.get_threshold()
         gc.set_threshold(GC_ALLOCATIONS, 30, 30)
         try:
             return super().invoke(ctx)
         except KeyboardInterrupt:
             click.echo("\ncuda4amd: interrupted", err=True)
             raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+        finally:
+            gc.set_threshold(*threshold)
 
 
 @click.group(cls=_Cuda4amd, context_settings={"help_option_names": ["-h", "--help"]})
