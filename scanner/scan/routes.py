@@ -75,8 +75,9 @@ def unseen_loaders(
 def _calls_cuda(binary: ScannedBinary, rules: RuleSet, seen: set[str], claimed: set[str]) -> bool:
     """Whether a family claims one of the binary's undefined symbols (the first MAX_SYMBOLS)."""
     symbols = binary.info.undefined_symbols[:MAX_SYMBOLS]
-    fresh = set(symbols)
-    fresh -= seen
-    seen |= fresh
-    claimed.update(symbol for symbol in fresh if rules.family_for_symbol(symbol) is not None)
+    if not seen.issuperset(symbols):  # most binaries name nothing new: no set built for them
+        fresh = set(symbols)
+        fresh -= seen
+        seen |= fresh
+        claimed.update(symbol for symbol in fresh if rules.family_for_symbol(symbol) is not None)
     return not claimed.isdisjoint(symbols)
