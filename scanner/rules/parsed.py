@@ -1,8 +1,9 @@
 """Parsed rule files, kept between runs in the facts folder.
 
-tomllib is pure Python: the ZLUDA release tables alone (about 480 KB of
-function names) took 80 ms of a 0.4 s re-scan to parse, run after run, and
-every other rule file another 20 ms (docs/performance.md). So the document
+tomllib is pure Python: loading and validating the shipped rules took 45 ms
+of every scan, run after run, most of it parsing the ZLUDA release tables
+(about 480 KB of function names); from these entries it takes 9 ms
+(docs/performance.md). So the document
 tomllib returns is kept as JSON under the SHA-256 of the TOML bytes it came
 from: an entry can never be stale, because an edited file has another digest,
 and every load validates the document as if it had just been parsed (the
