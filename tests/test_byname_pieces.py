@@ -1,6 +1,7 @@
-"""The by-name search in pieces (byname._pieces, the windowed container search):
-cutting a segment at runs of NULs and handing back the pages behind changes no
-result, and the pages really are handed back."""
+"""The by-name search in pieces (byname._pieces; the windowed container search is
+tested with the rest of it, tests/test_byname_whole.py): cutting a segment at runs of
+NULs and handing back the pages behind changes no result, and the pages really are
+handed back."""
 from __future__ import annotations
 
 import struct
@@ -64,45 +65,6 @@ def test_pieces_find_what_the_whole_segment_finds(rules, monkeypatch, platform, 
     buf = b"".join(pieces)
     info = info_for(platform, len(buf))
     assert outcome(buf, info, rules, chunk, monkeypatch) == outcome(buf, info, rules, None, monkeypatch)
-
-
-def segments_by_find(buf: bytes, lo: int, hi: int):
-    """The reference: the containers found with bytes.find from each position."""
-    out, pos, search = [], lo, lo
-    while search < hi:
-        m = buf.find(MAGIC_BYTES, search, hi)
-        if m < 0:
-            break
-        if m + 16 <= hi:
-            _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
-            if hsize == 16 and 0 < rest <= hi - m - 16:
-                if m - pos >= byname.MIN_GAP:
-                    out.append((pos, m))
-                pos = search = m + 16 + rest
-                continue
-        search = m + 4
-    if pos < hi:
-        out.append((pos, hi))
-    return out
-
-
-container_piece = st.one_of(
-    st.binary(max_size=40).map(container), st.binary(max_size=40),
-    st.sampled_from([MAGIC_BYTES, MAGIC_BYTES[-1:] * 3, MAGIC_BYTES[:3], b"\0" * 17]),
-    st.integers(1, 60).map(lambda k: MAGIC_BYTES + struct.pack("<HHQ", 1, 16, k)),
-)
-
-
-@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.sampled_from([1, 2, 3, 5, 16]),
-       st.integers(0, 100))
-def test_the_container_search_in_chunks_cuts_the_same_segments(monkeypatch, pieces, cut_lo, chunk, misses):
-    """A magic across a chunk's end is found in that chunk (it starts before the end)."""
-    monkeypatch.setattr(byname, "CHUNK", chunk)
-    monkeypatch.setattr(byname, "MAGIC_MISSES", misses)
-    buf = b"".join(pieces)
-    lo = min(cut_lo, len(buf))
-    assert list(byname._segments(buf, lo, len(buf))) == segments_by_find(buf, lo, len(buf))
 
 
 def real_binaries() -> list[Path]:
