@@ -118,9 +118,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         focus = _focus(target, found) if target.kind == "file" else None
         timings["discover"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        binaries, read_errors, installed, installed_owners = _read_stage(
-            walked, target, found, focus, options, progress, inspector, rules, host_report, workers)
-    distributions = list(installed())
+        binaries, read_errors, installed = _read_stage(walked, target, found, focus, options, progress, inspector,
+                                                       rules, host_report, workers)
+    distributions = installed()
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
         archives, archive_errors = _archives_in(walked, found)
@@ -137,8 +137,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     clock = time.perf_counter()
     frameworks = rules.frameworks if distributions else ()
     if distributions:
-        # the installed distributions' map was made while the workers read; archives add theirs
-        owners = installed_owners() if len(distributions) == len(installed()) else owner_map(distributions)
+        owners = owner_map(distributions)
         for binary in binaries:
             binary.distribution = owners.owner_of(binary.path)
     reach = _reach(binaries, distributions, frameworks)
@@ -269,16 +268,15 @@ def _shared_workers(walked: discovery.Target, options: ScanOptions, inspector: P
 def _read_stage(walked: discovery.Target, target: discovery.Target, found: discovery.Discovery,
                 focus: str | None, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
                 rules: RuleSet, host_report: Callable[[], tuple[HostReport | None, str, bool]], workers: ReadPool | None):
-    """(binaries, errors, the distributions to come, their owner map to come): what
-    the scan reads. What analysis needs besides the facts (this machine, the
-    distributions and which of them owns each file, the release tables) is made
-    while the workers read: this process would only wait."""
+    """(binaries, errors, the distributions to come): what the scan reads.
+    What analysis needs besides the facts (this machine, the distributions,
+    the release tables) is made while the workers read: this process would
+    only wait."""
     installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
-    installed_owners = cache(lambda: owner_map(installed()))
 
     def meanwhile() -> None:
         host_report()
-        installed_owners()
+        installed()
         _releases_parsed(rules)
 
     if focus is None:
@@ -287,7 +285,7 @@ def _read_stage(walked: discovery.Target, target: discovery.Target, found: disco
     else:
         binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
         _check_focus_read(target, focus, read_errors)
-    return binaries, read_errors, installed, installed_owners
+    return binaries, read_errors, installed
 
 
 def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
