@@ -23,3 +23,31 @@ def test_bench_reports_each_goal_on_a_fixture_tree(tmp_path):
     if os.path.exists("/proc/self/smaps_rollup"):
         assert "peak memory, main process (VmHWM)" in table and "summed PSS" in table
     assert "output identical to `--jobs 1 --no-cache` in every fast run: yes" in table
+
+
+def test_ab_bench_compares_two_builds_and_lists_every_run(tmp_path):
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "ab_bench.py"), str(FIXTURES / "byname"),
+         "--a", sys.executable, "--b", sys.executable, "--runs", "2"],
+        capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode == 0, done.stderr
+    lines = done.stdout.splitlines()
+    assert lines[0].startswith("warm full scan, --no-cache: A median") and "B / A" in lines[0]
+    assert lines[2].startswith("re-scan, warm facts cache: A median")
+    # two rounds, the order flipped in the second: A B B A
+    assert [word for word in lines[1].split() if word in ("A", "B")] == ["A", "B", "B", "A"]
+
+
+def test_ab_bench_stops_when_a_build_fails(tmp_path):
+    broken = tmp_path / "broken" / "cuda4amd"
+    broken.mkdir(parents=True)
+    (broken / "__init__.py").write_text("")
+    (broken / "__main__.py").write_text("raise SystemExit(70)\n")  # a build that does not scan at all
+    env = {**os.environ, "PYTHONPATH": str(REPO)}
+    done = subprocess.run(
+        [sys.executable, str(REPO / "tools" / "ab_bench.py"), str(FIXTURES / "byname"),
+         "--a", sys.executable, "--b", sys.executable, "--b-path", str(broken.parent), "--runs", "1"],
+        capture_output=True, text=True, env=env, timeout=300, check=False)
+    assert done.returncode != 0
+    assert "build B exited 70" in done.stderr

@@ -6,9 +6,15 @@
 Each run is a fresh process, `python -m cuda4amd scan TREE --format json`,
 A and B alternating (the order flips every round), for a warm full scan
 (`--no-cache`) and a re-scan (each side's own facts cache, filled by two
-untimed runs first). Prints each side's median and minimum and B ÷ A.
-Single figures on a shared machine move by ±30 % from hour to hour
-(docs/performance.md); a ratio from the same minutes does not.
+untimed runs first). Prints each side's median and minimum and B ÷ A, then
+every run in the order it ran. Single figures on a shared machine move by
+±30 % from hour to hour (docs/performance.md); a ratio from the same
+minutes does not.
+
+A scan's exit status is its verdict (cli/scan.py); a run whose status
+differs from the first untimed run of either side (a build that crashed,
+or one that judges the tree differently) stops the comparison: its time
+would say nothing.
 """
 from __future__ import annotations
 
@@ -32,27 +38,38 @@ def main() -> None:
     sides = {"A": (args.a, args.a_path), "B": (args.b, args.b_path)}
     caches = {name: tempfile.mkdtemp(prefix=f"cuda4amd-ab-{name}-") for name in sides}
 
+    statuses: dict[str, int] = {}
+
     def run(name: str, extra: list[str]) -> float:
         python, path = sides[name]
         env = {**os.environ, "CUDA4AMD_FACTS_CACHE": caches[name]}
         if path:
             env["PYTHONPATH"] = os.pathsep.join(p for p in (path, os.environ.get("PYTHONPATH")) if p)
         start = time.perf_counter()
-        subprocess.run([python, "-m", "cuda4amd", "scan", args.tree, "--format", "json", *extra],
-                       env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL, check=False)
-        return time.perf_counter() - start
+        done = subprocess.run([python, "-m", "cuda4amd", "scan", args.tree, "--format", "json", *extra],
+                              env=env, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, check=False)
+        elapsed = time.perf_counter() - start
+        expected = statuses.setdefault("first", done.returncode)
+        if done.returncode != expected:
+            tail = done.stderr.decode(errors="replace").strip().splitlines()[-5:]
+            raise SystemExit(f"build {name} exited {done.returncode}, the first run {expected}: no comparison\n"
+                             + "\n".join(tail))
+        return elapsed
 
     for name in sides:  # the page cache and each side's facts cache
         run(name, [])
         run(name, [])
     for label, extra in (("warm full scan, --no-cache", ["--no-cache"]), ("re-scan, warm facts cache", [])):
         times: dict[str, list[float]] = {name: [] for name in sides}
+        order: list[tuple[str, float]] = []
         for round_ in range(args.runs):
             for name in (("A", "B") if round_ % 2 == 0 else ("B", "A")):
                 times[name].append(run(name, extra))
+                order.append((name, times[name][-1]))
         median = {name: statistics.median(t) for name, t in times.items()}
         cells = "; ".join(f"{name} median {median[name]:.3f} s (min {min(times[name]):.3f})" for name in sides)
         print(f"{label}: {cells}; B / A {median['B'] / median['A']:.2f}")
+        print("  runs in order: " + " ".join(f"{name} {seconds:.3f}" for name, seconds in order))
 
 
 if __name__ == "__main__":
