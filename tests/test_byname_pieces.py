@@ -67,6 +67,23 @@ def test_pieces_find_what_the_whole_segment_finds(rules, monkeypatch, platform, 
     assert outcome(buf, info, rules, chunk, monkeypatch) == outcome(buf, info, rules, None, monkeypatch)
 
 
+@settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.lists(piece, max_size=30), min_size=1, max_size=3), st.sampled_from([1, 4, 16, 40]))
+def test_the_markers_are_found_in_one_pass_over_the_pieces(monkeypatch, ranges, chunk):
+    # where no pass looked for them (a binary that loads nothing itself), both of
+    # Cython's markers are looked for in the same pieces, as bytes.find finds them
+    parts = [b"".join(r) for r in ranges]
+    buf = b"\0".join(parts)
+    spans, at = [], 0
+    for part in parts:
+        spans.append((at, at + len(part)))
+        at += len(part) + 1
+    expected = tuple(any(buf.find(marker, lo, hi) >= 0 for lo, hi in spans)
+                     for marker in (byname.ZLIB_MARKER, byname.LZSS_MARKER))
+    monkeypatch.setattr(byname, "CHUNK", chunk)
+    assert byname._cython_markers(buf, spans, byname.Pages(buf)) == expected
+
+
 def real_binaries() -> list[Path]:
     """The fixtures' binaries (mingw-w64 and gcc builds) and this Python's own extension modules."""
     found = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix.lower() in (".dll", ".exe", ".so", ".pyd")]

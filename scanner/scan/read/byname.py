@@ -1249,6 +1249,19 @@ def _lzss_tables(buf, lo: int, hi: int, budget: _Budget) -> Iterator[bytes]:
             skip_to = end
 
 
+def _cython_markers(buf, ranges: list[tuple[int, int]], pages: Pages) -> tuple[bool, bool]:
+    """Whether the ranges hold Cython's zlib and LZSS markers: both looked for in
+    one pass over the pieces, each piece searched for both while its pages are
+    mapped, until both are found."""
+    zlib_ok = lzss_ok = False
+    for lo, hi in _pieces(buf, ranges, pages):
+        zlib_ok = zlib_ok or buf.find(ZLIB_MARKER, lo, hi) >= 0
+        lzss_ok = lzss_ok or buf.find(LZSS_MARKER, lo, hi) >= 0
+        if zlib_ok and lzss_ok:
+            break
+    return zlib_ok, lzss_ok
+
+
 def _cython_tables(buf, ranges: list[tuple[int, int]],
                    budget: _Budget | None = None,
                    markers: tuple[bool, bool] | None = None,
@@ -1258,9 +1271,7 @@ def _cython_tables(buf, ranges: list[tuple[int, int]],
     ranges are searched for them in pieces (neither holds a NUL: none crosses a cut)."""
     budget = budget or _Budget()
     if markers is None:
-        pages = pages or Pages(buf)
-        zlib_ok = any(buf.find(ZLIB_MARKER, lo, hi) >= 0 for lo, hi in _pieces(buf, ranges, pages))
-        lzss_ok = any(buf.find(LZSS_MARKER, lo, hi) >= 0 for lo, hi in _pieces(buf, ranges, pages))
+        zlib_ok, lzss_ok = _cython_markers(buf, ranges, pages or Pages(buf))
     else:
         zlib_ok, lzss_ok = markers
     if zlib_ok:
