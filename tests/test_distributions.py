@@ -16,8 +16,7 @@ from cuda4amd.scan.distributions import (
     Distribution,
     canonical_name,
     find_distributions,
-    owner_map,
-    owner_of,
+    owners_of,
 )
 
 
@@ -98,13 +97,11 @@ def test_windows_venv_and_case_insensitive_owner_lookup(tmp_path):
     (cupy,) = dists
     assert cupy.name == "cupy-cuda12x"
     assert "Scripts/cupy-tool.exe" in cupy.files
-    owners = owner_map(dists)
-    assert owners.owner_of("Lib/site-packages/cupy/_core/core.cp312-win_amd64.pyd") == "cupy-cuda12x"
-    assert owners.owner_of("lib/SITE-PACKAGES/CUPY/_core/CORE.cp312-win_amd64.pyd") == "cupy-cuda12x"
-    assert owners.owner_of("Lib\\site-packages\\cupy\\cuda\\cublas.pyd") == "cupy-cuda12x"
-    assert owner_of(owners, "scripts/CUPY-TOOL.EXE") == "cupy-cuda12x"
-    assert owners.owner_of("Lib/site-packages/numpy/core.pyd") is None
-    assert all(key == key.casefold() for key in owners)
+    asked = ["Lib/site-packages/cupy/_core/core.cp312-win_amd64.pyd",
+             "lib/SITE-PACKAGES/CUPY/_core/CORE.cp312-win_amd64.pyd",
+             "Lib\\site-packages\\cupy\\cuda\\cublas.pyd", "scripts/CUPY-TOOL.EXE",
+             "Lib/site-packages/numpy/core.pyd"]
+    assert owners_of(dists, asked) == dict.fromkeys(asked[:4], "cupy-cuda12x")
 
 
 def test_site_packages_target_drops_paths_leaving_the_tree(tmp_path):
@@ -131,11 +128,12 @@ def test_folder_target_finds_nested_site_packages(tmp_path):
     assert target.kind == "folder"
     (torch,) = find_distributions(target)
     assert "python_embeded/Lib/site-packages/torch/lib/torch_cuda.dll" in torch.files
-    assert owner_map([torch]).owner_of("python_embeded/Lib/site-packages/torch/lib/torch_cuda.dll") == "torch"
+    binary = "python_embeded/Lib/site-packages/torch/lib/torch_cuda.dll"
+    assert owners_of([torch], [binary]) == {binary: "torch"}
 
 
 def test_paths_match_discovery(tmp_path):
-    """owner_map keys are the FoundBinary paths discovery produces."""
+    """owners_of takes the FoundBinary paths discovery produces."""
     from conftest import FIXTURES
 
     from cuda4amd.scan.discover import discover
@@ -147,8 +145,8 @@ def test_paths_match_discovery(tmp_path):
     install(site, "plainpkg", "1.0", {"plainpkg/plain.dll": (FIXTURES / "pe" / "plain.dll").read_bytes()})
     target = resolve_target(str(venv))
     found = discover(target)
-    owners = owner_map(find_distributions(target))
-    assert [owners.owner_of(b.path) for b in found.binaries] == ["plainpkg"]
+    paths = [b.path for b in found.binaries]
+    assert list(owners_of(find_distributions(target), paths).values()) == ["plainpkg"] and len(paths) == 1
 
 
 def test_record_with_quoted_commas_and_odd_rows(tmp_path):
@@ -259,7 +257,7 @@ def test_file_target_has_no_distributions(tmp_path):
 
 
 # ---------------------------------------------------------------------------
-# owner_map
+# owners_of
 # ---------------------------------------------------------------------------
 
 def test_record_entries_of_every_shape_are_normalised(tmp_path):
@@ -284,13 +282,12 @@ def test_record_entries_of_every_shape_are_normalised(tmp_path):
     })
 
 
-def test_owner_map_conflicts_resolve_to_the_first_name():
+def test_owners_conflicts_resolve_to_the_first_name():
     a = Distribution("nvidia-cublas-cu12", "12", "a.dist-info", frozenset({"nvidia/__init__.py", "nvidia/cublas/x"}))
     b = Distribution("nvidia-cudnn-cu12", "9", "b.dist-info", frozenset({"nvidia/__init__.py", "nvidia/cudnn/y"}))
-    owners = owner_map([b, a])
-    assert owners.owner_of("nvidia/__init__.py") == "nvidia-cublas-cu12"
-    assert owners.owner_of("NVIDIA/CUDNN/Y") == "nvidia-cudnn-cu12"
-    assert owner_map([]) == {}
+    assert owners_of([b, a], ["nvidia/__init__.py", "NVIDIA/CUDNN/Y", "nvidia/cufft/z"]) == {
+        "nvidia/__init__.py": "nvidia-cublas-cu12", "NVIDIA/CUDNN/Y": "nvidia-cudnn-cu12"}
+    assert owners_of([], ["nvidia/__init__.py"]) == {}
 
 
 # ---------------------------------------------------------------------------
@@ -317,8 +314,8 @@ def test_wheel_every_member_belongs_to_its_dist_info(tmp_path):
     from cuda4amd.scan.discover import discover
 
     found = discover(target)
-    owners = owner_map([dist])
-    assert {owners.owner_of(b.path) for b in found.binaries} == {"torch"}
+    paths = [b.path for b in found.binaries]
+    assert set(owners_of([dist], paths)) == set(paths) and set(owners_of([dist], paths).values()) == {"torch"}
 
 
 def test_wheel_without_metadata(tmp_path):
@@ -364,7 +361,7 @@ def test_canonical_name():
 # the fast readers agree with the general ones
 # ---------------------------------------------------------------------------
 # find_distributions reads METADATA headers with its own header reader and
-# most RECORDs without the csv module, and owner_map and _resolve_all work on
+# most RECORDs without the csv module, and owners_of and _resolve_all work on
 # all paths at once (issue 13: they were most of the main process's time at
 # venv scale). Each must give what the general code gives (the email parser;
 # csv + _resolve per entry; _key per path) on any input: these compare them on
@@ -453,18 +450,21 @@ def test_record_with_every_kind_of_line_break(tmp_path):
 
 @settings(max_examples=400, deadline=None)
 @given(st.lists(st.text(alphabet="aB/\\\x00İß_.", max_size=8), max_size=10))
-def test_owner_map_keys_are_key_of_each(paths):
+def test_keys_are_key_of_each(paths):
     assert distributions._keys(paths) == [distributions._key(p) for p in paths]
 
 
 @settings(max_examples=300, deadline=None)
 @given(st.lists(st.tuples(st.sampled_from(["a", "A", "b", "a.b", "a-b"]), st.sampled_from(["x", "y"]),
                           st.frozensets(st.sampled_from(["p/x", "P/X", "/p/x", "q\\y", "q/y", "r"]), max_size=4)),
-                max_size=5))
-def test_owner_map_is_the_first_distribution_of_each_path(specs):
+                max_size=5),
+       st.lists(st.sampled_from(["p/x", "P/x", "/P/X", "q/y", "q\\Y", "r", "s"]), max_size=6))
+def test_owners_are_the_first_distribution_of_each_path(specs, asked):
+    """What a map of every listed file (the one before owners_of) says of each path asked about."""
     dists = [Distribution(name, "1", info, files) for name, info, files in specs]
-    expected: dict[str, str] = {}
+    every: dict[str, str] = {}
     for dist in sorted(dists, key=lambda d: (d.canonical_name, d.dist_info)):
         for path in dist.files:
-            expected.setdefault(distributions._key(path), dist.name)
-    assert owner_map(dists) == expected
+            every.setdefault(distributions._key(path), dist.name)
+    expected = {path: every[distributions._key(path)] for path in asked if distributions._key(path) in every}
+    assert owners_of(dists, asked) == expected

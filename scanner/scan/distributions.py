@@ -1,8 +1,8 @@
 """Which installed Python distribution owns which file of a scan target.
 
     dists = find_distributions(target)        # from .dist-info (RECORD) / .egg-info
-    owners = owner_map(dists)                 # OwnerMap: casefolded relative path -> name
-    owners.owner_of("Lib/site-packages/torch/lib/cudnn64_8.dll")   # "torch" | None
+    owners_of(dists, ["Lib/site-packages/torch/lib/cudnn64_8.dll", "x.dll"])
+    # {"Lib/site-packages/torch/lib/cudnn64_8.dll": "torch"}: the paths some distribution lists
 
 Paths are relative to the target and '/'-separated, like FoundBinary.path.
 Nothing here raises on bad metadata: a .dist-info with a missing or garbled
@@ -25,7 +25,7 @@ from typing import Collection, Iterable, Iterator, cast
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["Distribution", "OwnerMap", "find_distributions", "owner_map", "owner_of", "canonical_name"]
+__all__ = ["Distribution", "find_distributions", "owners_of", "canonical_name"]
 
 UNKNOWN_VERSION = "unknown"
 #: how deep below a folder target's root to look for site-packages (a dist-info's parent);
@@ -55,48 +55,45 @@ class Distribution:
         return canonical_name(self.name)
 
 
-class OwnerMap(dict):
-    """casefolded relative path -> distribution name; `owner_of` does the casefolding."""
-
-    def owner_of(self, path: str) -> str | None:
-        return self.get(_key(path))
-
-
 def _key(path: str) -> str:
     return path.replace("\\", "/").lstrip("/").casefold()
 
 
-def owner_map(distributions: Iterable[Distribution]) -> OwnerMap:
-    """Relative path (casefolded) -> distribution name. When two distributions
-    list the same file (namespace `__init__.py`, a file overwritten by a later
-    install), the one whose name sorts first wins, so the result is stable."""
-    owners = OwnerMap()
-    # in reverse, each distribution's keys replacing those of the ones after it
-    # in that order: one C-level update per distribution (insertion order aside,
-    # the same map as setdefault() in order, without a call per file)
-    for dist in reversed(sorted(distributions, key=lambda d: (d.canonical_name, d.dist_info))):
-        owners.update(dict.fromkeys(_keys(dist.files), dist.name))
+def owners_of(distributions: Iterable[Distribution], paths: Iterable[str]) -> dict[str, str]:
+    """Path -> the name of the distribution that lists it, for each of
+    ``paths`` that one lists (compared case-insensitively, '\\' as '/'). When
+    two distributions list the same file (namespace `__init__.py`, a file
+    overwritten by a later install), the one whose name sorts first wins, so
+    the result is stable.
+
+    Only the paths asked about are looked up: a venv's distributions list some
+    70,000 files and a scan asks about its binaries (hundreds); a map of every
+    file was 50 ms of a 16-core scan's analysis (docs/performance.md)."""
+    wanted: dict[str, list[str]] = {}
+    for path in paths:
+        wanted.setdefault(_key(path), []).append(path)
+    owners: dict[str, str] = {}
+    for dist in sorted(distributions, key=lambda d: (d.canonical_name, d.dist_info)):
+        if not wanted:
+            break
+        for key in wanted.keys() & _keys(dist.files):  # one C-level pass over the distribution's files
+            for path in wanted.pop(key):
+                owners[path] = dist.name
     return owners
 
 
 def _keys(paths: Collection[str]) -> list[str]:
     """[_key(path) for path in paths], for all of them at once where that is the
-    same (a venv's distributions list some 70,000 files; a call each was most of
-    owner_map): with no '\\' and no path starting with '/', a key is the
-    casefolded path, and casefolding goes character by character."""
+    same (a call each was most of the owner lookup): with no '\\' and no path
+    starting with '/', a key is the casefolded path, and casefolding goes
+    character by character."""
     joined = "\0".join(paths)
-    # min(): a path starting with '/' sorts before any starting with a letter,
-    # digit or '_' (nearly every path); only otherwise is each one looked at
-    if "\\" not in joined and (not paths or min(paths)[:1] > "/" or not any(p[:1] == "/" for p in paths)):
+    # a path starting with '/' is one at the start or right after a NUL
+    if "\\" not in joined and not joined.startswith("/") and "\0/" not in joined:
         keys = joined.casefold().split("\0")
         if len(keys) == len(paths):  # else a path held a NUL
             return keys
     return [_key(path) for path in paths]
-
-
-def owner_of(owners: dict[str, str], path: str) -> str | None:
-    """Look `path` up in an owner_map() result (case-insensitively)."""
-    return owners.get(_key(path))
 
 
 # ---------------------------------------------------------------------------

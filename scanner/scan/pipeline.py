@@ -20,7 +20,7 @@ from cuda4amd.model import FileError, ScannedBinary, loader_key, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
-from cuda4amd.scan.distributions import Distribution, find_distributions, owner_map
+from cuda4amd.scan.distributions import Distribution, find_distributions, owners_of
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
@@ -137,9 +137,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     clock = time.perf_counter()
     frameworks = rules.frameworks if distributions else ()
     if distributions:
-        owners = owner_map(distributions)
+        owners = owners_of(distributions, [binary.path for binary in binaries])
         for binary in binaries:
-            binary.distribution = owners.owner_of(binary.path)
+            binary.distribution = owners.get(binary.path)
     reach = _reach(binaries, distributions, frameworks)
     def resolve(binaries):
         return resolve_edges(
