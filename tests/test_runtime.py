@@ -293,6 +293,31 @@ def test_importers_of_a_binary_with_no_visible_loader_are_degraded_through_it(tm
                               "calls CUDA functions but no CUDA loader seen: names may be built at run time"]
 
 
+def test_routes_trust_the_readers_answer_and_work_it_out_without_one(tmp_path):
+    """A binary's calls_cuda comes from its reader (and the facts cache); without one, routes.unseen_loaders
+    works it out from the symbols, to the same result."""
+    import dataclasses
+
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+    from cuda4amd.scan.routes import NO_LOADER_API, unseen_loaders
+
+    tree = tmp_path / "tree"
+    tree.mkdir()
+    build(tree, "int cuInit(unsigned flags);\nint start(void) { return cuInit(0); }\n", "libuser.so")
+    build(tree, "int puts(const char *s);\nint hello(void) { return puts(\"hi\"); }\n", "libplain.so")
+    result = run_scan(ScanOptions(target=str(tree), host="none", jobs=1, cache=False))
+    answers = {b.path: b.calls_cuda for b in result.binaries}
+    assert answers == {"libuser.so": True, "libplain.so": False}
+    dependencies = [d for v in result.verdicts for d in v.dependencies]
+    identities = {v.binary.path: v.identity for v in result.verdicts}
+    given = unseen_loaders(result.binaries, dependencies, identities, result.rules)
+    assert given == {"libuser.so": NO_LOADER_API}
+    unanswered = [dataclasses.replace(b, calls_cuda=None) for b in result.binaries]
+    assert unseen_loaders(unanswered, dependencies, identities, result.rules) == given
+    told_otherwise = [dataclasses.replace(b, calls_cuda=False) for b in result.binaries]
+    assert unseen_loaders(told_otherwise, dependencies, identities, result.rules) == {}
+
+
 def test_an_extra_rules_folder_adds_to_the_run_time_rules(tmp_path, rules):
     from cuda4amd.rules import load_rules
 

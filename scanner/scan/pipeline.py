@@ -215,7 +215,7 @@ def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000
                     binary = ScannedBinary(path, info, os.path.getsize(path))
                     payload = inspector.inspect(path, buf, info)
                     binary.kernels, binary.by_name = payload.kernels, payload.by_name
-                    binary.driver_names = payload.driver_names
+                    binary.driver_names, binary.calls_cuda = payload.driver_names, payload.calls_cuda
                     errors.extend(payload.errors)
             except MalformedBinary as exc:
                 errors.append(FileError(path, "read", str(exc)))

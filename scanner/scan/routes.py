@@ -24,11 +24,10 @@ from typing import Mapping, Sequence
 from cuda4amd.model import ScannedBinary
 from cuda4amd.rules.loader import RuleSet
 from cuda4amd.scan.classify import Dependency, Identity
+from cuda4amd.scan.read.payload import CudaSymbols
 
 NO_LOADER = "kernels but no CUDA loader seen: names may be built at run time"
 NO_LOADER_API = "calls CUDA functions but no CUDA loader seen: names may be built at run time"
-#: undefined symbols looked at per binary (enough to tell; bounded for huge binaries)
-MAX_SYMBOLS = 20_000
 
 
 def unseen_loaders(
@@ -55,29 +54,14 @@ def unseen_loaders(
                 routed.add(path)
                 changed = True
     unseen: dict[str, str] = {}
-    # The symbols seen and those a family claims, shared by the binaries: most undefined
-    # symbols (libc, libstdc++, Python's C API) recur in every binary of a tree, and
-    # one regex match per symbol per binary was the bulk of this step; then a dict
-    # lookup per symbol per binary was (0.04 s of 867 binaries on the device machine).
-    seen: set[str] = set()
-    claimed: set[str] = set()
+    cuda_symbols = CudaSymbols(rules)  # for a binary whose reader did not answer it
     for binary in binaries:
         identity = identities.get(binary.path)
         if binary.path in routed or (identity is not None and identity.family is not None):
             continue
         if binary.kernels is not None and binary.kernels.state != "none":
             unseen[binary.path] = NO_LOADER
-        elif _calls_cuda(binary, rules, seen, claimed):
+        elif binary.calls_cuda if binary.calls_cuda is not None else cuda_symbols.called_by(
+                binary.info.undefined_symbols):
             unseen[binary.path] = NO_LOADER_API
     return unseen
-
-
-def _calls_cuda(binary: ScannedBinary, rules: RuleSet, seen: set[str], claimed: set[str]) -> bool:
-    """Whether a family claims one of the binary's undefined symbols (the first MAX_SYMBOLS)."""
-    symbols = binary.info.undefined_symbols[:MAX_SYMBOLS]
-    if not seen.issuperset(symbols):  # most binaries name nothing new: no set built for them
-        fresh = set(symbols)
-        fresh -= seen
-        seen |= fresh
-        claimed.update(symbol for symbol in fresh if rules.family_for_symbol(symbol) is not None)
-    return not claimed.isdisjoint(symbols)

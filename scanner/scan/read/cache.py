@@ -33,7 +33,7 @@ anyone who cannot read the key file; a writer who can read it (the user
 themselves) is trusted like the user's own files.
 
 A record is the tuple (format, key, kernel-scan mode, info, kernels,
-by_name, driver_names, errors). A fact is the tuple of its field values in
+by_name, driver_names, calls_cuda, errors). A fact is the tuple of its field values in
 field order; a tuple of facts (a binary's imports, sections, fat binary
 entries, by-name references) is kept by columns, one tuple per field holding
 that field of every item, so each column is type-checked at once and the
@@ -88,7 +88,7 @@ if TYPE_CHECKING:
 
 DATABASE = "facts.sqlite3"
 SECRET = "facts.key"
-RECORD_FORMAT = 3  # 2: driver_names; 3: marshal, tuples of facts by columns
+RECORD_FORMAT = 4  # 2: driver_names; 3: marshal, tuples of facts by columns; 4: calls_cuda
 #: marshal's format of the records (every later Python reads it)
 MARSHAL_VERSION = 4
 #: keys looked up per SELECT: SQLite before 3.32 takes at most 999 parameters
@@ -108,7 +108,7 @@ FACT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference, DriverNames)}
 
 #: the parts of a record, in order
-RECORD_FIELDS = ("format", "key", "mode", "info", "kernels", "by_name", "driver_names", "errors")
+RECORD_FIELDS = ("format", "key", "mode", "info", "kernels", "by_name", "driver_names", "calls_cuda", "errors")
 #: what a damaged or foreign record can raise while it is decoded: it is then ignored
 DECODE_ERRORS = (BadRecord, ValueError, TypeError, KeyError, EOFError, RecursionError)
 
@@ -248,7 +248,7 @@ class FactCache:
         record = (RECORD_FORMAT, key, kernel_mode(item, binary.info, inspector),
                   _encoder(BinaryInfo)(binary.info), _encoder(KernelReport | None)(binary.kernels),
                   _encoder(tuple[NameReference, ...])(binary.by_name),
-                  _encoder(DriverNames | None)(binary.driver_names),
+                  _encoder(DriverNames | None)(binary.driver_names), binary.calls_cuda,
                   tuple((e.stage, e.message) for e in outcome.errors))
         try:
             text = marshal.dumps(record, MARSHAL_VERSION)
@@ -302,7 +302,7 @@ class FactCache:
         record = marshal.loads(text)  # our own bytes (the seal says so); checked below before use
         if type(record) is not tuple or len(record) != len(RECORD_FIELDS):
             raise BadRecord("not a facts record")
-        record_format, record_key, mode, info, kernels, by_name, driver_names, errors = record
+        record_format, record_key, mode, info, kernels, by_name, driver_names, calls_cuda, errors = record
         if type(record_format) is not int or record_format != RECORD_FORMAT or record_key != key:
             raise BadRecord("another record's key")
         info = _decode(info, BinaryInfo)
@@ -310,7 +310,8 @@ class FactCache:
             return None  # read for another kernel-scan mode (the rules judge this name differently now)
         binary = ScannedBinary(item.path, info, item.size, kernels=_decode(kernels, KernelReport | None),
                                by_name=_decode(by_name, tuple[NameReference, ...]),
-                               driver_names=_decode(driver_names, DriverNames | None))
+                               driver_names=_decode(driver_names, DriverNames | None),
+                               calls_cuda=_decode(calls_cuda, bool | None))
         return ReadOutcome(binary, tuple(FileError(item.path, stage, message)
                                          for stage, message in _decode(errors, tuple[tuple[str, str], ...])))
 

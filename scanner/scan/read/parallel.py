@@ -75,7 +75,7 @@ def read_item(
             if inspector is not None:
                 payload = inspector.inspect(item.path, buf, info)
                 binary.kernels, binary.by_name = payload.kernels, payload.by_name
-                binary.driver_names = payload.driver_names
+                binary.driver_names, binary.calls_cuda = payload.driver_names, payload.calls_cuda
                 errors.extend(payload.errors)
     except MalformedBinary as exc:
         return ReadOutcome(None, (FileError(item.path, "read", str(exc)),))

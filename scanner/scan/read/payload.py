@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import posixpath
 from dataclasses import dataclass, field
+from typing import Sequence
 
 from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
@@ -25,6 +26,38 @@ class Payload:
     by_name: tuple[NameReference, ...]
     errors: tuple[FileError, ...]
     driver_names: DriverNames | None = None
+    calls_cuda: bool | None = None  # CudaSymbols.called_by; None where the file is not looked into
+
+
+#: undefined symbols looked at per binary (enough to tell; bounded for huge binaries)
+MAX_SYMBOLS = 20_000
+
+
+class CudaSymbols:
+    """Whether a CUDA family's ``symbol_pattern`` claims one of a binary's
+    undefined symbols (the first MAX_SYMBOLS): the binary calls CUDA functions.
+    scan/routes.py asks it of binaries with no route to a CUDA library.
+
+    The symbols seen and those a family claims are kept for the next binary:
+    most undefined symbols (libc, libstdc++, Python's C API) recur in every
+    binary of a tree, and one regex match per symbol per binary was the bulk
+    of this work. The read stage answers it per binary (each worker with its
+    own sets), so a facts cache hit carries the answer.
+    """
+
+    def __init__(self, rules: RuleSet) -> None:
+        self.rules = rules
+        self.seen: set[str] = set()
+        self.claimed: set[str] = set()
+
+    def called_by(self, undefined_symbols: Sequence[str]) -> bool:
+        symbols = undefined_symbols[:MAX_SYMBOLS]
+        if not self.seen.issuperset(symbols):  # most binaries name nothing new: no set built for them
+            fresh = set(symbols)
+            fresh -= self.seen
+            self.seen |= fresh
+            self.claimed.update(symbol for symbol in fresh if self.rules.family_for_symbol(symbol) is not None)
+        return not self.claimed.isdisjoint(symbols)
 
 
 @dataclass(frozen=True)
@@ -33,9 +66,12 @@ class PayloadInspector:
     release: ZludaRelease
     #: the by-name search patterns, compiled once for every binary of the scan
     names: NamePatterns = field(init=False, repr=False, compare=False)
+    #: the symbols seen so far, in this process (a worker has its own copy)
+    cuda_symbols: CudaSymbols = field(init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", NamePatterns(self.rules))
+        object.__setattr__(self, "cuda_symbols", CudaSymbols(self.rules))
 
     def inspect(self, path: str, buf, info: BinaryInfo) -> Payload:
         mode = self.kernel_scan(path, info)
@@ -60,7 +96,7 @@ class PayloadInspector:
         if kernels is not None and kernels.state == "none":
             kernels = None
         driver_names = find_driver_names(buf, info) if self.loads_driver(by_name, info) else None
-        return Payload(kernels, by_name, tuple(errors), driver_names)
+        return Payload(kernels, by_name, tuple(errors), driver_names, self.cuda_symbols.called_by(info.undefined_symbols))
 
     def loads_driver(self, by_name: tuple[NameReference, ...], info: BinaryInfo) -> bool:
         """Whether the binary names the CUDA driver library for loading at run
