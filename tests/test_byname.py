@@ -8,7 +8,7 @@ import zlib
 
 import pytest
 from conftest import FIXTURES
-from hypothesis import HealthCheck, given, settings
+from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from cuda4amd.model import BinaryInfo, Section
@@ -221,6 +221,48 @@ def test_lzss_decoder_backreferences():
     assert out[288:293] == text[288 - 0x85 - 5:288 - 0x85]
     # a reference before the start of the output ends decoding
     assert _lzss(bytes([0b110, 0x41, 0x05, 0x01, 0, 0]), 0, 6)[0] == b""
+
+
+def _walked_lzss_candidates(buf, lo, hi):
+    """The LZSS start candidates as a walk from NUL to NUL finds them (byname's own before it searched for them
+    in C): the oracle of the test below."""
+    from cuda4amd.scan.read.byname import _FLAGS_OK, _ones
+
+    aligned = lo + (-lo % 16)
+    flags = buf[aligned:hi:16].translate(_FLAGS_OK)
+    al = [aligned + 16 * k for k in _ones(flags)]
+    ai = 0
+    pos = lo
+    while pos < hi:
+        nul = buf.find(b"\0", pos, hi)
+        nxt = hi if nul < 0 else nul + 1
+        while nxt < hi and buf[nxt] == 0:
+            nxt += 1
+        while ai < len(al) and al[ai] < nxt:
+            i = al[ai]
+            ai += 1
+            if i >= pos and i + 4 <= hi:
+                yield i
+        if nxt >= hi - 4:
+            return
+        if buf[nxt] & 7 == 7:
+            yield nxt
+        if ai < len(al) and al[ai] == nxt:
+            ai += 1
+        pos = nxt + 1
+
+
+@settings(max_examples=1500, deadline=None)
+@given(st.lists(st.sampled_from([0, 0, 0, 7, 0x0F, 0x17, 0xFF, 0x41, 0x01, 0x06, 0x80]), max_size=80),
+       st.integers(0, 80), st.integers(0, 80))
+@example([0] * 16 + [7, 0x41, 0x41, 0x41], 0, 20)  # a boundary 4 bytes before the end, right after a NUL: left out
+@example([0x41] * 15 + [1, 7, 0x41, 0x41, 0x41], 0, 20)  # the same boundary after another byte: a candidate
+def test_lzss_candidates_are_those_of_a_walk_from_nul_to_nul(data, lo, hi):
+    from cuda4amd.scan.read.byname import _lzss_candidates
+
+    buf = bytes(data)
+    lo, hi = min(lo, len(buf)), min(max(lo, hi), len(buf))
+    assert list(_lzss_candidates(buf, lo, hi)) == list(_walked_lzss_candidates(buf, lo, hi))
 
 
 def test_cython_lzss_table(rules):

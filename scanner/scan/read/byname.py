@@ -141,6 +141,7 @@ libtorch_cpu.so (torch 2.14.1) 0.209 -> 0.042, libtorch_cuda.so 0.033 ->
 from __future__ import annotations
 
 import bz2
+import heapq
 import itertools
 import math
 import re
@@ -1191,6 +1192,8 @@ def _texty(data: bytes) -> bool:
 
 #: Flag bytes whose three low bits are set (the first three tokens are literals).
 _FLAGS_OK = bytes(1 if b & 7 == 7 else 0 for b in range(256))
+#: Such a flag byte right after a NUL (group 1: where a blob may start).
+_AFTER_NUL = re.compile(b"\\x00([" + b"".join(b"\\x%02x" % b for b in range(256) if b & 7 == 7) + b"])")
 
 
 def _lzss_candidates(buf, lo: int, hi: int) -> Iterator[int]:
@@ -1198,31 +1201,23 @@ def _lzss_candidates(buf, lo: int, hi: int) -> Iterator[int]:
     literal before it ended there, or alignment padding), or at a 16-byte
     boundary (MSVC and GCC align large arrays), with a flag byte announcing
     three literals (the table may start with control characters: no more
-    can be asked of the first bytes)."""
+    can be asked of the first bytes). A start needs 4 bytes before ``hi``;
+    one right after a NUL must start before ``hi - 4``.
+
+    Both kinds are found by C-level searches (a regex for the first, a
+    strided slice for the second) and merged: a Python step per NUL byte
+    was a third of the LZSS search (docs/performance.md)."""
     aligned = lo + (-lo % 16)
     flags = buf[aligned:hi:16].translate(_FLAGS_OK)
-    al = [aligned + 16 * k for k in _ones(flags)]
-    ai = 0
-    pos = lo
-    find = buf.find
-    while pos < hi:
-        nul = find(b"\0", pos, hi)
-        nxt = hi if nul < 0 else nul + 1
-        while nxt < hi and buf[nxt] == 0:
-            nxt += 1
-        # aligned candidates before this one
-        while ai < len(al) and al[ai] < nxt:
-            i = al[ai]
-            ai += 1
-            if i >= pos and i + 4 <= hi:
-                yield i
-        if nxt >= hi - 4:
-            return
-        if buf[nxt] & 7 == 7:
-            yield nxt
-        if ai < len(al) and al[ai] == nxt:
-            ai += 1
-        pos = nxt + 1
+    # an aligned start at hi - 4 right after a NUL is one the NUL rule leaves out
+    last = hi - 4 if hi - 5 < lo or buf[hi - 5] != 0 else hi - 5
+    boundaries = itertools.takewhile(lambda i: i <= last, (aligned + 16 * k for k in _ones(flags)))
+    after_nul = (match.start(1) for match in _AFTER_NUL.finditer(buf, lo, hi - 4))
+    previous = -1
+    for start in heapq.merge(boundaries, after_nul):
+        if start != previous:
+            yield start
+            previous = start
 
 
 def _ones(flags: bytes) -> Iterator[int]:
