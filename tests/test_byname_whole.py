@@ -10,7 +10,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from cuda4amd.scan.read import byname
+from cuda4amd.scan.read import byname, fatbin
 from cuda4amd.scan.read.fatbin import MAGIC_BYTES
 
 
@@ -170,18 +170,23 @@ container_piece = st.one_of(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.integers(0, 8), st.integers(0, 100),
-       st.sampled_from([byname.CHUNK, 1, 2, 3, 5, 16]))
-def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, misses, chunk):
-    """The container search (memchr for the magic's last byte, the regex once
-    that byte is common; ``chunk`` bytes at a time, its pages handed back behind
-    it) cuts the same segments as bytes.find: a magic across a chunk's end is
-    found in that chunk (it starts before the end)."""
-    monkeypatch.setattr(byname, "MAGIC_MISSES", misses)
-    monkeypatch.setattr(byname, "CHUNK", chunk)
+@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.integers(0, 8),
+       st.sampled_from([fatbin.CHUNK, 1, 2, 3, 5, 16]), st.booleans())
+def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, chunk, covered):
+    """The container search (fatbin.Magics: the regex, ``chunk`` bytes at a time,
+    its pages handed back behind it) cuts the same segments as bytes.find: a
+    magic across a chunk's end is found in that chunk (it starts before the
+    end). ``covered``: the whole buffer searched first, as for the kernel
+    search of an NVIDIA library, and the range answered from it."""
+    monkeypatch.setattr(fatbin, "CHUNK", chunk)
     buf = b"".join(pieces)
     lo, hi = min(cut_lo, len(buf)), max(min(cut_lo, len(buf)), len(buf) - cut_hi)
-    assert list(byname._segments(buf, lo, hi)) == segments_by_find(buf, lo, hi)
+    magics = fatbin.Magics(buf)
+    if covered:
+        magics.cover([(0, len(buf) // 2), (len(buf) // 2, len(buf))])
+    assert list(byname._segments(buf, lo, hi, magics)) == segments_by_find(buf, lo, hi)
+    if covered:
+        assert len(magics.searched) == 1  # the two halves merged: one search
 
 
 def real_piece(platform: str):

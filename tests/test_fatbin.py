@@ -284,6 +284,46 @@ def test_mmap_memoryview_and_bytes_agree():
     assert analyse_kernels(bytearray(data), info, deep=True) == want
 
 
+def test_the_deep_and_by_name_searches_look_for_the_magic_once(tmp_path, rules, monkeypatch):
+    """An NVIDIA library's data sections are searched for containers by both the deep kernel search and the
+    by-name search (which skips them): the payload looks for the magic once, over their union, and each
+    gives what it gives on its own."""
+    from cuda4amd.scan.read.byname import data_ranges, find_library_names
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    data, info = load("pe/axpy_rdata.dll")
+    inspector = PayloadInspector(rules, rules.release(rules.default_release))
+    # an NVIDIA library that ZLUDA neither redirects nor stubs: its kernels decide whether it runs
+    name = next(n for n in ("cudnn_heuristic64_9.dll", "curand64_10.dll", "cusolver64_11.dll", "nvrtc64_120_0.dll")
+                if inspector.kernel_scan(n, info) == "deep")
+    searched: list[tuple[int, int]] = []
+    search = fatbin.Magics._search
+    monkeypatch.setattr(fatbin.Magics, "_search", lambda self, lo, hi: searched.append((lo, hi)) or search(self, lo, hi))
+    payload = inspector.inspect(name, data, info)
+    # here the by-name ranges (.data, .rdata whole) hold the deep ones (.data, .rdata up to their virtual sizes)
+    by_name_ranges = data_ranges(info, len(data))
+    assert all(any(a <= lo and hi <= b for a, b in by_name_ranges) for lo, hi in fatbin.deep_ranges(info, len(data)))
+    assert searched == by_name_ranges  # each searched once, and nothing else
+    monkeypatch.setattr(fatbin.Magics, "_search", search)
+    assert payload.kernels == analyse_kernels(data, info, deep=True) and payload.kernels.containers == 2
+    assert payload.by_name == find_library_names(data, info, rules, nvidia=True)
+
+
+def test_a_file_full_of_magics_is_refused_not_indexed(monkeypatch):
+    """Every magic of a searched range is kept (fatbin.Magics): a file with more than MAX_MAGICS is hostile."""
+    from cuda4amd.model import BinaryInfo, Section
+
+    monkeypatch.setattr(fatbin, "MAX_MAGICS", 10)
+    data = b"\0" + MAGIC * 11 + b"\0" * 19  # none aligned: no container either
+    info = BinaryInfo(format="PE", machine="x86_64", bits=64, kind="dll",
+                      sections=(Section(".rdata", 0, len(data), 0, len(data)),))
+    assert analyse_kernels(data, info).containers == 0  # the known sections only: nothing searched
+    with pytest.raises(MalformedBinary, match="more than 10 fat binary container magics"):
+        analyse_kernels(data, info, deep=True)
+    monkeypatch.setattr(fatbin, "MAX_MAGICS", 11)
+    assert analyse_kernels(data, info, deep=True).containers == 0
+
+
 # ------------------------------------------------------------ wrappers
 
 

@@ -153,7 +153,7 @@ from typing import Iterable, Iterator
 from cuda4amd.model import BinaryInfo, NameReference, platform_of
 from cuda4amd.rules.runtime import name_heads
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
-from cuda4amd.scan.read.fatbin import MAGIC_BYTES, check_section_size
+from cuda4amd.scan.read.fatbin import Magics, check_section_size
 from cuda4amd.scan.read.pages import CHUNK, Pages
 
 __all__ = [
@@ -724,75 +724,20 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
     return [(lo, hi) for lo, hi in merged]
 
 
-def _segments(buf, lo: int, hi: int, pages: Pages | None = None) -> Iterator[tuple[int, int]]:
+def _segments(buf, lo: int, hi: int, magics: Magics | None = None) -> Iterator[tuple[int, int]]:
     """[lo, hi) minus the fat binary containers in it (not read, just skipped)."""
-    pos = search = lo
-    magic = _Magic(buf, hi, pages or Pages(buf))
-    while search < hi:
-        m = magic.find(search)
-        if m < 0:
-            break
-        if m + 16 <= hi:
-            _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
-            if hsize == 16 and 0 < rest <= hi - m - 16:
-                if m - pos >= MIN_GAP:  # padding between containers holds no name
-                    yield pos, m
-                pos = search = m + 16 + rest
-                continue
-        search = m + 4
+    pos = lo
+    for m in (magics or Magics(buf)).between(lo, hi):
+        # the magic cannot overlap itself: the next one starts 4 bytes on at least
+        if m < pos or m + 16 > hi:
+            continue
+        _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
+        if hsize == 16 and 0 < rest <= hi - m - 16:
+            if m - pos >= MIN_GAP:  # padding between containers holds no name
+                yield pos, m
+            pos = m + 16 + rest
     if pos < hi:
         yield pos, hi
-
-
-#: The container magic as a regex: sre's literal search is 1.8x faster than
-#: mmap.find here (measured on libllvmlite.so's 59 MiB .rodata: 18 vs 33 ms).
-_CONTAINER = re.compile(re.escape(MAGIC_BYTES))
-#: Its last byte, rare in data (0.1 to 1 per KiB in the .rodata of
-#: libllvmlite.so, libtriton.so, libtorch_cpu.so, xla_cuda_plugin.so): a
-#: memchr for it and a compare is faster still, until it is not rare.
-_MAGIC_LAST = MAGIC_BYTES[-1:]
-#: Misses allowed before the regex takes over: this many, and one per KiB searched.
-MAGIC_MISSES = 64
-
-
-class _Magic:
-    """Where the container magic occurs in ``buf`` before ``hi``, from a position on:
-    bytes.find (memchr) for its last byte while that byte is rare, then the regex;
-    CHUNK bytes at a time, the pages of each chunk without one handed back."""
-
-    __slots__ = ("buf", "hi", "start", "misses", "pages")
-
-    def __init__(self, buf, hi: int, pages: Pages) -> None:
-        self.buf = buf
-        self.hi = hi
-        self.start = -1
-        self.misses = 0
-        self.pages = pages
-
-    def find(self, at: int) -> int:
-        while at < self.hi:
-            end = min(self.hi, at + CHUNK)
-            found = self._find(at, min(self.hi, end + len(MAGIC_BYTES) - 1))  # one starting before end
-            if found >= 0:
-                return found
-            self.pages.release(at, end)
-            at = end
-        return -1
-
-    def _find(self, at: int, hi: int) -> int:
-        buf = self.buf
-        if self.start < 0:
-            self.start = at
-        while self.misses <= MAGIC_MISSES or self.misses << 10 <= at - self.start:
-            last = buf.find(_MAGIC_LAST, at + 3, hi)
-            if last < 0:
-                return -1
-            if buf[last - 3:last + 1] == MAGIC_BYTES:
-                return last - 3
-            self.misses += 1
-            at = last - 2  # a magic ending at this byte was not there: one ends later, if any
-        found = _CONTAINER.search(buf, at, hi)
-        return -1 if found is None else found.start()
 
 
 def _pe_directory_names(buf) -> set[int]:
@@ -1296,8 +1241,8 @@ def _cython_tables(buf, ranges: list[tuple[int, int]],
 # entry point
 # ---------------------------------------------------------------------------
 
-def find_library_names(buf, info: BinaryInfo, rules,
-                       patterns: "NamePatterns | None" = None, nvidia: bool = False) -> tuple[NameReference, ...]:
+def find_library_names(buf, info: BinaryInfo, rules, patterns: "NamePatterns | None" = None, nvidia: bool = False,
+                       magics: Magics | None = None) -> tuple[NameReference, ...]:
     """CUDA library names (and name templates) in the data of one binary.
 
     ``buf`` is the binary's bytes (``bytes``/``bytearray``/``mmap``, as
@@ -1307,13 +1252,15 @@ def find_library_names(buf, info: BinaryInfo, rules,
     scan by the caller; built here when absent). Returns the references
     sorted, unique by (name, encoding). ``nvidia``: the binary is an NVIDIA
     library (no stem search: they load their own sub-libraries by complete
-    names). Raises only :class:`MalformedBinary` (or OSError from the
-    mapping itself).
+    names). ``magics``: where the fat binary magic occurs, shared with the
+    kernel search of the same buffer. Raises only :class:`MalformedBinary`
+    (or OSError from the mapping itself).
     """
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
+        magics = None  # its offsets are the same, but it searches the view
     try:
-        return _find(buf, info, rules, patterns or NamePatterns(rules), nvidia)
+        return _find(buf, info, rules, patterns or NamePatterns(rules), nvidia, magics)
     except (MalformedBinary, OSError):
         raise
     except MemoryError:
@@ -1331,7 +1278,13 @@ def loads_libraries(info: BinaryInfo, functions: frozenset[str]) -> bool:
     return not functions.isdisjoint(info.undefined_symbols)
 
 
-def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = False) -> tuple[NameReference, ...]:
+def data_ranges(info: BinaryInfo, size: int) -> list[tuple[int, int]]:
+    """The file ranges whose strings find_library_names reads (and whose containers it skips)."""
+    return _ranges(info, PE_SECTIONS if info.format == "PE" else ELF_SECTIONS, size)
+
+
+def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = False,
+          magics: Magics | None = None) -> tuple[NameReference, ...]:
     size = len(buf)
     platform = platform_of_info(info)
     classify = _Classifier(rules, platform)
@@ -1342,10 +1295,11 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     budget = _Budget()
     seen = _Seen(set())
     whole = not nvidia and loads_libraries(info, patterns.name_rules.loader_functions)
-    data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
+    data = data_ranges(info, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
     pages = Pages(buf)
-    segments = {(lo, hi): list(_segments(buf, lo, hi, pages)) for lo, hi in {*data, *(const if whole else ())}}
+    magics = magics or Magics(buf, pages)
+    segments = {(lo, hi): list(_segments(buf, lo, hi, magics)) for lo, hi in {*data, *(const if whole else ())}}
     merged: dict[tuple[int, int], _Pass] = {}
     markers = None
     if whole:  # string literals (stems, heads) live in the read-only data: the whole-string search stays there
