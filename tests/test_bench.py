@@ -51,3 +51,24 @@ def test_ab_bench_stops_when_a_build_fails(tmp_path):
         capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode != 0
     assert "build B exited 70" in done.stderr
+
+
+def test_bench_says_whether_the_package_has_its_bytecode(tmp_path):
+    """Without bytecode, where Python may not write it, every run compiles the sources: the table says so."""
+    import py_compile
+
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    package = tmp_path / "cuda4amd"
+    package.mkdir()
+    (package / "__init__.py").write_text("")
+    (package / "part.py").write_text("X = 1\n")
+    py_compile.compile(str(package / "__init__.py"), doraise=True)
+    env = {**os.environ, "PYTHONPATH": str(tmp_path), "PYTHONDONTWRITEBYTECODE": "1"}
+    line = bench.bytecode(env)
+    assert line.startswith(f"bytecode: 1 of 2 modules of {package} compiled and Python may not write the rest")
+    py_compile.compile(str(package / "part.py"), doraise=True)
+    assert bench.bytecode(env) == f"bytecode: 2 of 2 modules of {package} compiled"
