@@ -265,6 +265,27 @@ def test_lzss_candidates_are_those_of_a_walk_from_nul_to_nul(data, lo, hi):
     assert list(_lzss_candidates(buf, lo, hi)) == list(_walked_lzss_candidates(buf, lo, hi))
 
 
+@settings(max_examples=3000, deadline=None)
+@given(st.lists(st.sampled_from([0, 0, 1, 2, 3, 4, 7, 0x0F, 0x1F, 0x3F, 0x7F, 0xFF, 0x41, 0x80, 0x81, 0xC0]),
+                min_size=1, max_size=60), st.integers(0, 59))
+def test_a_decode_said_to_end_young_gives_fewer_than_16_bytes(data, start):
+    from cuda4amd.scan.read.byname import _ends_young
+
+    buf = bytes(data)
+    start = min(start, len(buf) - 1)
+    if _ends_young(buf, start, len(buf)):
+        assert len(_lzss(buf, start, min(len(buf), start + 80))[0]) < 16
+
+
+def test_the_first_back_reference_decides_whether_a_decode_ends_young():
+    from cuda4amd.scan.read.byname import _ends_young
+
+    text = b"abcdefghijklmnopqrstuvwxyz"
+    assert _ends_young(bytes([0b0111]) + text[:3] + b"\x05\x00" + text, 0, 40)  # distance 5 from 3 bytes
+    assert not _ends_young(bytes([0b0111]) + text[:3] + b"\x00\x00" + text, 0, 40)  # copies them
+    assert not _ends_young(bytes([0xFF]) + text, 0, 40)  # eight literals: decoded
+
+
 def test_cython_lzss_table(rules):
     data = cython_rodata(lzss_literals(TABLE), marker=LZSS_MARKER)
     assert names(data, rules, "ELF") == [("libcuda.so.1", "cython-lzss", False),

@@ -1172,6 +1172,26 @@ def _ones(flags: bytes) -> Iterator[int]:
         k = flags.find(1, k + 1)
 
 
+#: Per flag byte: how many literal tokens come before its first back-reference (8: none).
+_LITERALS_FIRST = bytes(8 if b == 0xFF else ((b + 1) & ~b).bit_length() - 1 for b in range(256))
+
+
+def _ends_young(buf, start: int, hi: int) -> bool:
+    """Whether the LZSS decode from ``start`` surely stops before 16 bytes of
+    output, told from its first back-reference: after ``t`` literals (the flag
+    byte's low one bits) it copies from ``t`` bytes of output, which only a
+    short-form reference (first byte below 0x80: distance lo, length hi + 3)
+    of lo + hi <= t - 3 can; any other ends the decode there (_lzss: a copy
+    from before the output's start). Nearly every candidate ends so, and this
+    is a few byte reads instead of a decode."""
+    t = _LITERALS_FIRST[buf[start]]
+    at = start + 1 + t
+    if t == 8 or at + 1 >= hi:
+        return False
+    lo = buf[at]
+    return lo >= 0x80 or lo + buf[at + 1] > t - 3
+
+
 def _lzss_tables(buf, lo: int, hi: int, budget: _Budget) -> Iterator[bytes]:
     skip_to = lo
     for start in _lzss_candidates(buf, lo, hi):
@@ -1179,6 +1199,8 @@ def _lzss_tables(buf, lo: int, hi: int, budget: _Budget) -> Iterator[bytes]:
             continue
         # The first 64 bytes of output: the format's rules and text.
         budget.attempt()
+        if _ends_young(buf, start, hi):
+            continue
         head, _ = _lzss(buf, start, min(hi, start + 80))
         if len(head) < 16 or not _texty(head[:64]):
             continue
