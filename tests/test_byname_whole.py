@@ -170,14 +170,16 @@ container_piece = st.one_of(
 
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
-@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.integers(0, 8),
+@given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.integers(0, 8), st.integers(0, 100),
        st.sampled_from([fatbin.CHUNK, 1, 2, 3, 5, 16]), st.booleans())
-def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, chunk, covered):
-    """The container search (fatbin.Magics: the regex, ``chunk`` bytes at a time,
-    its pages handed back behind it) cuts the same segments as bytes.find: a
-    magic across a chunk's end is found in that chunk (it starts before the
-    end). ``covered``: the whole buffer searched first, as for the kernel
-    search of an NVIDIA library, and the range answered from it."""
+def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, misses, chunk, covered):
+    """The container search (fatbin.Magics: memchr for the magic's last byte, the
+    regex once that byte is common; ``chunk`` bytes at a time, its pages handed
+    back behind it) cuts the same segments as bytes.find: a magic across a
+    chunk's end is found in that chunk (it starts before the end). ``covered``:
+    the whole buffer searched first, as for the kernel search of an NVIDIA
+    library, and the range answered from it."""
+    monkeypatch.setattr(fatbin, "MAGIC_MISSES", misses)
     monkeypatch.setattr(fatbin, "CHUNK", chunk)
     buf = b"".join(pieces)
     lo, hi = min(cut_lo, len(buf)), max(min(cut_lo, len(buf)), len(buf) - cut_hi)
@@ -187,6 +189,15 @@ def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_
     assert list(byname._segments(buf, lo, hi, magics)) == segments_by_find(buf, lo, hi)
     if covered:
         assert len(magics.searched) == 1  # the two halves merged: one search
+
+
+def test_a_container_at_a_chunks_start_is_found_once_the_regex_has_taken_over(monkeypatch):
+    # a miss in the first chunk hands the search to the regex; the next chunk starts with a container
+    monkeypatch.setattr(fatbin, "MAGIC_MISSES", 0)
+    monkeypatch.setattr(fatbin, "CHUNK", 4)
+    buf = b"\0\0\0" + MAGIC_BYTES[-1:] + container(b"x" * 8) + b"y" * 20
+    assert list(byname._segments(buf, 0, len(buf), fatbin.Magics(buf))) == segments_by_find(buf, 0, len(buf))
+    assert segments_by_find(buf, 0, len(buf)) == [(len(buf) - 20, len(buf))]
 
 
 def real_piece(platform: str):

@@ -181,6 +181,12 @@ _ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
 #: The magic as a regex: sre's literal search is 1.8x faster than mmap.find (libllvmlite.so's
 #: 59 MiB .rodata: 18 against 33 ms), and finditer hands every match over from C.
 _MAGIC_SEARCH = re.compile(re.escape(MAGIC_BYTES))
+#: Its last byte, rare in data (0.1 to 1 per KiB in the .rodata of libllvmlite.so,
+#: libtriton.so, libtorch_cpu.so, xla_cuda_plugin.so): a memchr for it and a compare is
+#: faster still, until it is not rare (the device's venv read 15-40 % slower with the regex alone).
+_MAGIC_LAST = MAGIC_BYTES[-1:]
+#: Misses allowed before the regex takes over: this many, and one per KiB searched.
+MAGIC_MISSES = 64
 
 
 class Magics:
@@ -227,11 +233,12 @@ class Magics:
 
     def _search(self, lo: int, hi: int) -> tuple[int, int, array.array]:
         offsets = array.array("q")
+        misses = 0
         at = lo
         while at < hi:
             end = min(hi, at + CHUNK)
             # a magic starting before the chunk's end is this chunk's: the next starts at end
-            offsets.extend(m.start() for m in _MAGIC_SEARCH.finditer(self.buf, at, min(hi, end + len(MAGIC_BYTES) - 1)))
+            misses = self._find_all(at, min(hi, end + len(MAGIC_BYTES) - 1), offsets, misses, lo)
             self.pages.release(at, end)
             at = end
             if self.count + len(offsets) > MAX_MAGICS:
@@ -240,6 +247,22 @@ class Magics:
         held = (lo, hi, offsets)
         self.searched.append(held)
         return held
+
+    def _find_all(self, at: int, hi: int, offsets: array.array, misses: int, start: int) -> int:
+        """Append the magic's offsets in [at, hi) to ``offsets``: a memchr for its last byte
+        while that byte is rare (``misses`` since ``start``), then the regex. Returns the misses."""
+        buf = self.buf
+        while misses <= MAGIC_MISSES or misses << 10 <= at - start:
+            last = buf.find(_MAGIC_LAST, at + 3, hi)
+            if last < 0:
+                return misses
+            if buf[last - 3:last + 1] == MAGIC_BYTES:
+                offsets.append(last - 3)
+            else:
+                misses += 1
+            at = last - 2  # the next magic ends after this byte
+        offsets.extend(m.start() for m in _MAGIC_SEARCH.finditer(buf, at, hi))
+        return misses
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:
