@@ -211,7 +211,7 @@ class ScannedBinary:
     by_name: tuple[NameReference, ...] = ()  # CUDA libraries it names for loading at run time
     driver_names: DriverNames | None = None  # driver functions it names, when it loads the driver by name
     # whether a CUDA family claims one of its undefined symbols (read.payload.CudaSymbols);
-    # None: the reader did not look (the file is not inspected), scan/routes.py then asks
+    # None: the reader did not look (scan/routes.py works it out if it needs it)
     calls_cuda: bool | None = None
 
 

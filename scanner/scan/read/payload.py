@@ -26,7 +26,7 @@ class Payload:
     by_name: tuple[NameReference, ...]
     errors: tuple[FileError, ...]
     driver_names: DriverNames | None = None
-    calls_cuda: bool | None = None  # CudaSymbols.called_by; None where the file is not looked into
+    calls_cuda: bool | None = None  # CudaSymbols.called_by; None where routes will not ask (PayloadInspector.inspect)
 
 
 #: undefined symbols looked at per binary (enough to tell; bounded for huge binaries)
@@ -103,7 +103,18 @@ class PayloadInspector:
         if kernels is not None and kernels.state == "none":
             kernels = None
         driver_names = find_driver_names(buf, info) if self.loads_driver(by_name, info) else None
-        return Payload(kernels, by_name, tuple(errors), driver_names, self.cuda_symbols.called_by(info.undefined_symbols))
+        # asked by routes.unseen_loaders only of a binary with no kernels and no CUDA library among its
+        # dependencies, not an NVIDIA library itself: the others are left to it (it works out any it asks),
+        # since most undefined symbols of a big tree are those of binaries that link CUDA directly
+        calls_cuda = None
+        if mode == "cheap" and kernels is None and not self.imports_cuda(info):
+            calls_cuda = self.cuda_symbols.called_by(info.undefined_symbols)
+        return Payload(kernels, by_name, tuple(errors), driver_names, calls_cuda)
+
+    def imports_cuda(self, info: BinaryInfo) -> bool:
+        """Whether the binary imports a library of a CUDA family by name."""
+        platform = platform_of(info.format)
+        return any(self.rules.family_for(posixpath.basename(i.name), platform) is not None for i in info.imports)
 
     def loads_driver(self, by_name: tuple[NameReference, ...], info: BinaryInfo) -> bool:
         """Whether the binary names the CUDA driver library for loading at run
