@@ -183,7 +183,7 @@ _ENTRY = struct.Struct("<HHIQIIHHI8xQ8xQ")
 _MAGIC_SEARCH = re.compile(re.escape(MAGIC_BYTES))
 #: Its last byte, rare in data (0.1 to 1 per KiB in the .rodata of libllvmlite.so,
 #: libtriton.so, libtorch_cpu.so, xla_cuda_plugin.so): a memchr for it and a compare is
-#: faster still, until it is not rare (the device's venv read 15-40 % slower with the regex alone).
+#: faster still, until it is not rare (libllvmlite.so's .rodata: 21-25 against 38-40 ms).
 _MAGIC_LAST = MAGIC_BYTES[-1:]
 #: Misses allowed before the regex takes over: this many, and one per KiB searched.
 MAGIC_MISSES = 64
@@ -192,8 +192,8 @@ MAGIC_MISSES = 64
 class Magics:
     """Where the container magic occurs in ranges of one file, each range searched
     once and kept: the deep kernel search (here) and the by-name search (which
-    skips containers) ask about the same data sections, and each searching them
-    was a quarter of the reading of a tree of NVIDIA DLLs (docs/performance.md).
+    skips containers) ask about the same data sections, and searching them twice
+    was over a quarter of the reading of a tree of NVIDIA DLLs (docs/performance.md).
     A range is searched CHUNK bytes at a time, its pages handed back behind it.
 
     ``cover(ranges)`` searches ranges before they are asked about (their union,
