@@ -171,24 +171,54 @@ container_piece = st.one_of(
 
 @settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 @given(st.lists(container_piece, max_size=12), st.integers(0, 8), st.integers(0, 8), st.integers(0, 100),
-       st.sampled_from([fatbin.CHUNK, 1, 2, 3, 5, 16]), st.booleans())
-def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, misses, chunk, covered):
+       st.sampled_from([fatbin.CHUNK, 1, 2, 3, 5, 16]), st.lists(st.tuples(st.integers(0, 400), st.integers(0, 400)),
+                                                                 max_size=4))
+def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_lo, cut_hi, misses, chunk, before):
     """The container search (fatbin.Magics: memchr for the magic's last byte, the
     regex once that byte is common; ``chunk`` bytes at a time, its pages handed
     back behind it) cuts the same segments as bytes.find: a magic across a
-    chunk's end is found in that chunk (it starts before the end). ``covered``:
-    the whole buffer searched first, as for the kernel search of an NVIDIA
-    library, and the range answered from it."""
+    chunk's end is found in that chunk (it starts before the end). ``before``:
+    other searches of the same buffer first (the deep kernel search of an
+    NVIDIA library asks first), whose answers are kept and used."""
     monkeypatch.setattr(fatbin, "MAGIC_MISSES", misses)
     monkeypatch.setattr(fatbin, "CHUNK", chunk)
     buf = b"".join(pieces)
     lo, hi = min(cut_lo, len(buf)), max(min(cut_lo, len(buf)), len(buf) - cut_hi)
     magics = fatbin.Magics(buf)
-    if covered:
-        magics.cover([(0, len(buf) // 2), (len(buf) // 2, len(buf))])
+    for at, end in before:
+        magics.next(min(at, len(buf)), min(max(at, end), len(buf)))
     assert list(byname._segments(buf, lo, hi, magics)) == segments_by_find(buf, lo, hi)
-    if covered:
-        assert len(magics.searched) == 1  # the two halves merged: one search
+
+
+@settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+@given(st.lists(st.sampled_from([MAGIC_BYTES, MAGIC_BYTES[-1:], MAGIC_BYTES[:3], MAGIC_BYTES[1:], b"\0", b"ab"]),
+                max_size=30),
+       st.lists(st.tuples(st.integers(0, 130), st.integers(0, 130)), min_size=1, max_size=12),
+       st.integers(0, 3), st.sampled_from([fatbin.CHUNK, 1, 2, 4, 7]))
+def test_each_next_magic_is_the_first_bytes_find_finds(monkeypatch, pieces, questions, misses, chunk):
+    """Whatever was asked before (what is kept), Magics.next gives what bytes.find gives."""
+    monkeypatch.setattr(fatbin, "MAGIC_MISSES", misses)
+    monkeypatch.setattr(fatbin, "CHUNK", chunk)
+    buf = b"".join(pieces)
+    magics = fatbin.Magics(buf)
+    for at, hi in questions:
+        at, hi = min(at, len(buf)), min(max(at, hi), len(buf))
+        assert magics.next(at, hi) == buf.find(MAGIC_BYTES, at, hi), (at, hi)
+    assert magics.starts == sorted(magics.starts) and all(a < b for a, b in zip(magics.starts, magics.ends))
+
+
+@pytest.mark.parametrize("questions", [
+    [(0, 4), (3, 8)],  # a magic across the end of what was searched, asked about from after its start
+    [(4, 8), (0, 8)],  # one across the start of what was searched
+    [(0, 5), (5, 8), (0, 8), (1, 8), (2, 6), (3, 8)],
+    [(0, 4), (4, 8), (0, 8)],  # two searches that meet where a magic crosses: it is in neither
+    [(4, 8), (0, 4), (0, 8)],
+])
+def test_a_magic_across_the_edge_of_what_was_searched(questions):
+    buf = b"ab" + MAGIC_BYTES + b"ab"
+    magics = fatbin.Magics(buf)
+    for at, hi in questions:
+        assert magics.next(at, hi) == buf.find(MAGIC_BYTES, at, hi), (at, hi)
 
 
 def test_a_container_at_a_chunks_start_is_found_once_the_regex_has_taken_over(monkeypatch):

@@ -286,9 +286,9 @@ def test_mmap_memoryview_and_bytes_agree():
 
 def test_the_deep_and_by_name_searches_look_for_the_magic_once(tmp_path, rules, monkeypatch):
     """An NVIDIA library's data sections are searched for containers by both the deep kernel search and the
-    by-name search (which skips them): the payload looks for the magic once, over their union, and each
-    gives what it gives on its own."""
-    from cuda4amd.scan.read.byname import data_ranges, find_library_names
+    by-name search (which skips them): they share what was searched (fatbin.Magics), so no byte is searched
+    twice but where two searches meet (3 bytes), and each gives what it gives on its own."""
+    from cuda4amd.scan.read.byname import find_library_names
     from cuda4amd.scan.read.payload import PayloadInspector
 
     data, info = load("pe/axpy_rdata.dll")
@@ -296,17 +296,32 @@ def test_the_deep_and_by_name_searches_look_for_the_magic_once(tmp_path, rules, 
     # an NVIDIA library that ZLUDA neither redirects nor stubs: its kernels decide whether it runs
     name = next(n for n in ("cudnn_heuristic64_9.dll", "curand64_10.dll", "cusolver64_11.dll", "nvrtc64_120_0.dll")
                 if inspector.kernel_scan(n, info) == "deep")
-    searched: list[tuple[int, int]] = []
     search = fatbin.Magics._search
-    monkeypatch.setattr(fatbin.Magics, "_search", lambda self, lo, hi: searched.append((lo, hi)) or search(self, lo, hi))
+
+    def recorded(spans):
+        def searching(self, lo, hi):  # a search stops at the first magic it finds
+            hit = search(self, lo, hi)
+            spans.append((lo, hi if hit < 0 else hit + 4))
+            return hit
+        return searching
+
+    searched: list[tuple[int, int]] = []
+    monkeypatch.setattr(fatbin.Magics, "_search", recorded(searched))
     payload = inspector.inspect(name, data, info)
-    # here the by-name ranges (.data, .rdata whole) hold the deep ones (.data, .rdata up to their virtual sizes)
-    by_name_ranges = data_ranges(info, len(data))
-    assert all(any(a <= lo and hi <= b for a, b in by_name_ranges) for lo, hi in fatbin.deep_ranges(info, len(data)))
-    assert searched == by_name_ranges  # each searched once, and nothing else
+    by_byte = [0] * len(data)
+    for lo, hi in searched:
+        for at in range(lo, hi):
+            by_byte[at] += 1
+    assert max(by_byte) == 2 and sum(n == 2 for n in by_byte) <= 3 * len(searched)  # only where searches meet
     monkeypatch.setattr(fatbin.Magics, "_search", search)
     assert payload.kernels == analyse_kernels(data, info, deep=True) and payload.kernels.containers == 2
     assert payload.by_name == find_library_names(data, info, rules, nvidia=True)
+    # without the sharing, the data sections are searched twice over
+    twice: list[tuple[int, int]] = []
+    monkeypatch.setattr(fatbin.Magics, "_search", recorded(twice))
+    analyse_kernels(data, info, deep=True)
+    find_library_names(data, info, rules, nvidia=True)
+    assert sum(hi - lo for lo, hi in twice) > 1.5 * sum(hi - lo for lo, hi in searched)
 
 
 def test_a_file_full_of_magics_is_refused_not_indexed(monkeypatch):

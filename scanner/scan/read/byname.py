@@ -726,16 +726,20 @@ def _ranges(info: BinaryInfo, wanted: frozenset[str], size: int) -> list[tuple[i
 
 def _segments(buf, lo: int, hi: int, magics: Magics | None = None) -> Iterator[tuple[int, int]]:
     """[lo, hi) minus the fat binary containers in it (not read, just skipped)."""
-    pos = lo
-    for m in (magics or Magics(buf)).between(lo, hi):
-        # the magic cannot overlap itself: the next one starts 4 bytes on at least
-        if m < pos or m + 16 > hi:
-            continue
-        _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
-        if hsize == 16 and 0 < rest <= hi - m - 16:
-            if m - pos >= MIN_GAP:  # padding between containers holds no name
-                yield pos, m
-            pos = m + 16 + rest
+    pos = search = lo
+    magics = magics or Magics(buf)
+    while search < hi:
+        m = magics.next(search, hi)
+        if m < 0:
+            break
+        if m + 16 <= hi:
+            _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
+            if hsize == 16 and 0 < rest <= hi - m - 16:
+                if m - pos >= MIN_GAP:  # padding between containers holds no name
+                    yield pos, m
+                pos = search = m + 16 + rest
+                continue
+        search = m + 4
     if pos < hi:
         yield pos, hi
 
@@ -1300,11 +1304,6 @@ def loads_libraries(info: BinaryInfo, functions: frozenset[str]) -> bool:
     return not functions.isdisjoint(info.undefined_symbols)
 
 
-def data_ranges(info: BinaryInfo, size: int) -> list[tuple[int, int]]:
-    """The file ranges whose strings find_library_names reads (and whose containers it skips)."""
-    return _ranges(info, PE_SECTIONS if info.format == "PE" else ELF_SECTIONS, size)
-
-
 def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = False,
           magics: Magics | None = None) -> tuple[NameReference, ...]:
     size = len(buf)
@@ -1317,7 +1316,7 @@ def _find(buf, info: BinaryInfo, rules, patterns: NamePatterns, nvidia: bool = F
     budget = _Budget()
     seen = _Seen(set())
     whole = not nvidia and loads_libraries(info, patterns.name_rules.loader_functions)
-    data = data_ranges(info, size)
+    data = _ranges(info, PE_SECTIONS if pe else ELF_SECTIONS, size)
     const = _ranges(info, PE_CONST_SECTIONS if pe else ELF_CONST_SECTIONS, size)
     pages = Pages(buf)
     magics = magics or Magics(buf, pages)

@@ -102,11 +102,9 @@ when there is no SASS) next to the module's own.
 """
 from __future__ import annotations
 
-import array
 import re
 import struct
-from bisect import bisect_left, bisect_right
-from typing import Iterable, Sequence
+from bisect import bisect_left, bisect_right, insort
 
 from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import MalformedBinary
@@ -190,79 +188,106 @@ MAGIC_MISSES = 64
 
 
 class Magics:
-    """Where the container magic occurs in ranges of one file, each range searched
-    once and kept: the deep kernel search (here) and the by-name search (which
-    skips containers) ask about the same data sections, and searching them twice
-    was over a quarter of the reading of a tree of NVIDIA DLLs (docs/performance.md).
-    A range is searched CHUNK bytes at a time, its pages handed back behind it.
+    """Where the container magic occurs in one file, found as the searches ask
+    and kept: an NVIDIA library's deep kernel search (here) and its by-name
+    search (which skips containers) read the same data sections, and searching
+    them twice was over a quarter of the reading of a tree of NVIDIA DLLs
+    (docs/performance.md).
 
-    ``cover(ranges)`` searches ranges before they are asked about (their union,
-    merged, so that a question about any range inside is answered from it);
-    ``between(lo, hi)`` answers one, searching it if no range searched holds it.
+    ``next(at, hi)`` is the first magic starting at ``at`` or later and ending
+    by ``hi``. A search stops at the first magic it finds, so the body of a
+    container that its caller skips is read by no one, as before; what has been
+    searched is kept as intervals [a, b) in which every magic p with a <= p and
+    p + 4 <= b is known. Searches go CHUNK bytes at a time and hand back the
+    pages of a chunk without a magic.
     """
 
-    __slots__ = ("buf", "pages", "searched", "count")
+    __slots__ = ("buf", "pages", "starts", "ends", "found", "misses", "searched")
 
     def __init__(self, buf, pages: Pages | None = None) -> None:
         self.buf = buf
         self.pages = pages or Pages(buf)
-        self.searched: list[tuple[int, int, array.array]] = []  # (lo, hi, offsets of the magic in [lo, hi))
-        self.count = 0
+        self.starts: list[int] = []  # the intervals searched, disjoint, in file order
+        self.ends: list[int] = []
+        self.found: list[int] = []  # the magics in them, ascending
+        self.misses = 0  # the last byte's false alarms so far, against the bytes searched
+        self.searched = 0
 
-    def cover(self, ranges: Iterable[tuple[int, int]]) -> None:
-        merged: list[list[int]] = []
-        for lo, hi in sorted(ranges):
-            if merged and lo <= merged[-1][1]:
-                merged[-1][1] = max(merged[-1][1], hi)
-            elif hi > lo:
-                merged.append([lo, hi])
-        for lo, hi in merged:
-            if self._holding(lo, hi) is None:
-                self._search(lo, hi)
+    def next(self, at: int, hi: int) -> int:
+        """The first offset p >= at of the magic with p + 4 <= hi, or -1."""
+        while at + len(MAGIC_BYTES) <= hi:
+            i = bisect_right(self.starts, at) - 1
+            if i >= 0 and at < self.ends[i]:  # searched: the answer is known up to its end
+                end = self.ends[i]
+                k = bisect_left(self.found, at)
+                if k < len(self.found) and self.found[k] + len(MAGIC_BYTES) <= end:
+                    hit = self.found[k]
+                    return hit if hit + len(MAGIC_BYTES) <= hi else -1
+                if end >= hi:
+                    return -1
+                at = max(at, end - len(MAGIC_BYTES) + 1)  # one may start in its last 3 bytes and end beyond
+                i += 1
+            else:
+                i += 1
+            # up to the next interval searched and 3 bytes into it (a magic across its start is not in it)
+            stop = hi if i >= len(self.starts) else min(hi, self.starts[i] + len(MAGIC_BYTES) - 1)
+            hit = self._search(at, stop)
+            if hit >= 0:
+                return hit
+            at = stop - len(MAGIC_BYTES) + 1
+        return -1
 
-    def between(self, lo: int, hi: int) -> Sequence[int]:
-        """The offsets p of the magic with lo <= p and p + 4 <= hi, ascending."""
-        held = self._holding(lo, hi) or self._search(lo, hi)
-        a, b, offsets = held
-        if (a, b) == (lo, hi):
-            return offsets
-        return offsets[bisect_left(offsets, lo):bisect_right(offsets, hi - len(MAGIC_BYTES))]
-
-    def _holding(self, lo: int, hi: int) -> tuple[int, int, array.array] | None:
-        return next((held for held in self.searched if held[0] <= lo and hi <= held[1]), None)
-
-    def _search(self, lo: int, hi: int) -> tuple[int, int, array.array]:
-        offsets = array.array("q")
-        misses = 0
+    def _search(self, lo: int, hi: int) -> int:
+        """The first magic in [lo, hi), searched for and kept, or -1."""
         at = lo
+        hit = -1
         while at < hi:
             end = min(hi, at + CHUNK)
             # a magic starting before the chunk's end is this chunk's: the next starts at end
-            misses = self._find_all(at, min(hi, end + len(MAGIC_BYTES) - 1), offsets, misses, lo)
+            hit = self._first(at, min(hi, end + len(MAGIC_BYTES) - 1), self.searched - at)
+            self.searched += (end if hit < 0 else hit) - at
+            if hit >= 0:
+                break
             self.pages.release(at, end)
             at = end
-            if self.count + len(offsets) > MAX_MAGICS:
-                raise MalformedBinary(f"more than {MAX_MAGICS} fat binary container magics (hostile input?)")
-        self.count += len(offsets)
-        held = (lo, hi, offsets)
-        self.searched.append(held)
-        return held
+        self._known(lo, hi if hit < 0 else hit + len(MAGIC_BYTES), hit)
+        return hit
 
-    def _find_all(self, at: int, hi: int, offsets: array.array, misses: int, start: int) -> int:
-        """Append the magic's offsets in [at, hi) to ``offsets``: a memchr for its last byte
-        while that byte is rare (``misses`` since ``start``), then the regex. Returns the misses."""
+    def _first(self, at: int, hi: int, credit: int) -> int:
+        """The first magic in [at, hi): a memchr for its last byte while that byte is rare
+        (``credit + at``: the bytes searched so far), then the regex."""
         buf = self.buf
-        while misses <= MAGIC_MISSES or misses << 10 <= at - start:
+        while self.misses <= MAGIC_MISSES or self.misses << 10 <= credit + at:
             last = buf.find(_MAGIC_LAST, at + 3, hi)
             if last < 0:
-                return misses
+                return -1
             if buf[last - 3:last + 1] == MAGIC_BYTES:
-                offsets.append(last - 3)
-            else:
-                misses += 1
+                return last - 3
+            self.misses += 1
             at = last - 2  # the next magic ends after this byte
-        offsets.extend(m.start() for m in _MAGIC_SEARCH.finditer(buf, at, hi))
-        return misses
+        found = _MAGIC_SEARCH.search(buf, at, hi)
+        return -1 if found is None else found.start()
+
+    def _known(self, lo: int, hi: int, hit: int) -> None:
+        """[lo, hi) searched, ``hit`` the one magic in it (or -1): kept, merged with the intervals it
+        overlaps by 3 bytes or more (a magic across an interval's end then lies in the other)."""
+        if hit >= 0:
+            if len(self.found) >= MAX_MAGICS:
+                raise MalformedBinary(f"more than {MAX_MAGICS} fat binary container magics (hostile input?)")
+            insort(self.found, hit)
+        reach = len(MAGIC_BYTES) - 1
+        i = bisect_right(self.starts, lo) - 1
+        if i >= 0 and self.ends[i] - reach >= lo:  # the one before reaches into this one
+            lo = self.starts[i]
+            hi = max(hi, self.ends[i])
+            del self.starts[i], self.ends[i]
+        else:
+            i += 1
+        while i < len(self.starts) and self.starts[i] <= hi - reach:
+            hi = max(hi, self.ends[i])
+            del self.starts[i], self.ends[i]
+        self.starts.insert(i, lo)
+        self.ends.insert(i, hi)
 
 
 def arch_sort_key(arch: str) -> tuple[int, str]:
@@ -453,9 +478,12 @@ class _Scan:
         self.examine(start, end, section)
         buf = self.buf
         pos = mark = start
-        for hit in self.magics.between(start, end):
-            # the magic cannot overlap itself: the next one starts 4 bytes on at least
-            if hit < pos or hit & 7 or hit + 16 > end:
+        while True:
+            hit = self.magics.next(pos, end)  # CHUNK bytes at a time, handing back what was read
+            if hit < 0:
+                break
+            if hit & 7 or hit + 16 > end:
+                pos = hit + 1
                 continue
             done = self.seen.get(hit)
             if done is not None:  # reached through a wrapper already
@@ -463,7 +491,8 @@ class _Scan:
                 continue
             _m, version, hsize, size = _CONTAINER.unpack_from(buf, hit)
             if version != 1 or hsize != 16 or hit + 16 + size > end:
-                continue  # a coincidental match in ordinary data
+                pos = hit + 4  # a coincidental match in ordinary data
+                continue
             pos = self.container(hit, end, section)
             if pos - mark >= CHUNK:
                 self.pages.release(mark, pos)
@@ -645,10 +674,6 @@ def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics
                     scan.search(start, end, s.name)
     return _report(scan)
 
-
-def deep_ranges(info: BinaryInfo, size: int) -> list[tuple[int, int]]:
-    """The file ranges analyse_kernels(deep=True) searches for containers (besides the known sections)."""
-    return [_extent(s, size, strict=False) for s in info.sections if s.name in DEEP_SECTIONS]
 
 
 def _report(scan: _Scan) -> KernelReport:

@@ -14,10 +14,10 @@ from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import MalformedBinary
-from cuda4amd.scan.read.byname import NamePatterns, NameReference, data_ranges, expand_template, find_library_names
+from cuda4amd.scan.read.byname import NamePatterns, NameReference, expand_template, find_library_names
 from cuda4amd.scan.read.drivernames import DriverNames, find_driver_names
 from cuda4amd.scan.read.elf import loader_disagreements
-from cuda4amd.scan.read.fatbin import KernelReport, Magics, analyse_kernels, deep_ranges
+from cuda4amd.scan.read.fatbin import KernelReport, Magics, analyse_kernels
 
 
 @dataclass(frozen=True)
@@ -84,13 +84,8 @@ class PayloadInspector:
             errors += [FileError(path, "loader", f"{note} (the answer follows ld.so)")
                        for note in loader_disagreements(buf)]
         kernels = None
+        # the deep kernel search and the by-name search read the same data sections: the magic once
         magics = None if isinstance(buf, memoryview) else Magics(buf)
-        if mode == "deep" and magics is not None:
-            # both searches read the data sections: the magic is looked for once, in their union
-            try:
-                magics.cover([*deep_ranges(info, len(buf)), *data_ranges(info, len(buf))])
-            except MalformedBinary:
-                pass  # each search meets the same damage on its own, and says so
         try:
             kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics)
         except MalformedBinary as exc:
