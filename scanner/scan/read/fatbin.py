@@ -675,7 +675,6 @@ def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics
     return _report(scan)
 
 
-
 def _report(scan: _Scan) -> KernelReport:
     entries = tuple(scan.entries)
     sass: set[str] = set()

@@ -84,8 +84,7 @@ class PayloadInspector:
             errors += [FileError(path, "loader", f"{note} (the answer follows ld.so)")
                        for note in loader_disagreements(buf)]
         kernels = None
-        # the deep kernel search and the by-name search read the same data sections: the magic once
-        magics = None if isinstance(buf, memoryview) else Magics(buf)
+        magics = Magics(buf)  # the deep kernel search and the by-name search read the same data sections
         try:
             kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics)
         except MalformedBinary as exc:
