@@ -8,15 +8,20 @@ bytes made in the test.
 """
 from __future__ import annotations
 
+import re
 from pathlib import Path
 
 import pytest
 from conftest import by_path, dependency
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from test_byname_pieces import real_binaries
 
-from cuda4amd.model import BinaryInfo, Section
+from cuda4amd.model import BinaryInfo, DriverNames, Section
 from cuda4amd.scan.classify import driver_function_states
-from cuda4amd.scan.read.drivernames import find_driver_names
-from cuda4amd.scan.read.engine import read_path
+from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.drivernames import DATA_SECTIONS, find_driver_names
+from cuda4amd.scan.read.engine import mapped, read_buffer, read_path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "drivernames"
 OWN = ("cuBLAS", "cuCtxCreate", "cuDeviceGet", "cuDriverGetVersion", "cuGetProcAddress", "cuInit",
@@ -82,3 +87,69 @@ def test_a_library_that_resolves_stubs_by_name_is_degraded(scan):
 def test_binaries_that_do_not_load_the_driver_by_name_are_not_searched(scan):
     report = scan(FIXTURES.parent / "pe" / "app_ready.exe")
     assert all(b["driver_names"] is None for b in report["binaries"])
+
+
+# The search as it was first written (NUL-led: a match attempt at every NUL), kept as the
+# reference the "cu"-led search must agree with.
+_NUL_LED = re.compile(rb"\x00cu[A-Z][A-Za-z0-9_]{1,95}\x00")
+
+
+def nul_led_names(buf: bytes, info: BinaryInfo) -> DriverNames:
+    own: set[str] = set()
+    runtime = 0
+    for section in info.sections:
+        if section.name not in DATA_SECTIONS:
+            continue
+        start, end = section.file_offset, min(len(buf), section.file_offset + section.file_size)
+        run: list[bytes] = []
+        last_end = -1
+
+        def close() -> int:
+            if any(name.endswith((b"_ptds\x00", b"_ptsz\x00")) for name in run):
+                return len(run)
+            own.update(name[:-1].decode("ascii") for name in run)
+            return 0
+        head = re.compile(rb"cu[A-Z][A-Za-z0-9_]{1,95}\x00").match(buf, start, end)
+        if head is not None:
+            run.append(head.group())
+            last_end = head.end()
+        pos = last_end - 1 if head is not None else start
+        while (match := _NUL_LED.search(buf, pos, end)) is not None:
+            if run and buf[last_end:match.start() + 1].strip(b"\0"):
+                runtime += close()
+                run = []
+            run.append(match.group()[1:])
+            last_end = match.end()
+            pos = last_end - 1
+        runtime += close()
+    return DriverNames(tuple(sorted(own)), runtime)
+
+
+name_piece = st.one_of(
+    st.sampled_from([b"cuInit", b"cuMemCreate", b"cuStreamSynchronize_ptsz", b"cuLaunchKernel_ptds", b"cudnn",
+                     b"cuda", b"cuX" + b"a" * 94, b"cuX" + b"a" * 95, b"xcuInit", b"cu", b"cuA"]),
+    st.sampled_from([b"\0", b"\0\0", b"\0" * 5, b" ", b"c", b"u", b"cu"]), st.binary(max_size=6),
+)
+
+
+@settings(max_examples=400, deadline=None)
+@given(st.lists(name_piece, max_size=50), st.integers(0, 3))
+def test_the_cu_led_search_finds_what_the_nul_led_one_found(pieces, skip):
+    buf = b"".join(pieces)
+    info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll",
+                      sections=(Section(".rodata", skip, max(0, len(buf) - skip), 0, max(0, len(buf) - skip)),))
+    assert find_driver_names(buf, info) == nul_led_names(buf, info)
+
+
+def test_real_binaries_name_what_the_nul_led_search_named():
+    compared = 0
+    for path in real_binaries():
+        with mapped(path) as buf:
+            try:
+                info = read_buffer(buf, exports=False)
+            except MalformedBinary:
+                continue
+            found = find_driver_names(buf, info)
+            assert found == nul_led_names(bytes(buf), info), path
+            compared += bool(found.names or found.runtime_table)
+    assert compared >= 2
