@@ -93,7 +93,8 @@ def test_real_patterns_at_section_edges_and_around_containers(rules):
                 expected = walk(buf, max(0, a - 2), b, ascii_words, wide_words, a)
                 assert expected, (text, lead)
                 whole = mine.whole
-                for passes in (whole.nul, *(p for p, _ in whole.plans.values()), whole.plan(buf, [(a, b)])[0]):
+                whole.anchored(whole.default)  # compiled when first needed: here, now
+                for passes in (whole.nul(), *(p for p, _ in whole.plans.values()), whole.plan(buf, [(a, b)])[0]):
                     assert search(buf, max(0, a - 2), b, passes, a) == expected
 
 
@@ -103,8 +104,8 @@ def test_a_plan_is_chosen_from_the_data(rules):
     mine = byname.NamePatterns(rules).for_platform("linux", False)
     dense = (b"\0" * 24 + b"some_symbol_name") * (byname.PLAN_MIN // 40 + 1)
     text = b"lorem ipsum dolor sit amet, consectetur adipiscing elit " * (byname.PLAN_MIN // 56 + 1)
-    assert mine.whole.plan(dense, [(0, len(dense))])[0] is not mine.whole.nul
-    assert mine.whole.plan(text, [(0, len(text))])[0] is mine.whole.nul
+    assert mine.whole.plan(dense, [(0, len(dense))])[0] is not mine.whole.nul()
+    assert mine.whole.plan(text, [(0, len(text))])[0] is mine.whole.nul()
 
 
 def test_version_templates_of_an_nvidia_library(rules):
@@ -303,3 +304,14 @@ def test_the_suffix_regex_starts_with_the_bytes_the_merged_pass_lets_through():
         for tail in (b"ll", b"LL", b"lL", b"o", b"\0l\0l\0", b"\0L\0L\0", b"\0o\0"):
             if body.match(bytes([byte]) + tail):
                 assert byte in byname._HIT_FIRST
+
+
+def test_no_plan_is_compiled_before_a_binary_needs_one(rules):
+    """A process whose binaries have no whole-string search (NVIDIA's, those that load nothing by
+    name) compiles none of its plans; the first binary that has one compiles only the plan it uses."""
+    whole = byname.NamePatterns(rules).for_platform("linux", False).whole
+    assert whole.plans == {} and whole.nul_passes is None
+    small = b"\0libcudnn_graph.so\0" * 4
+    passes, _ = whole.plan(small, [(0, len(small))])
+    assert list(whole.plans) == [whole.default] and whole.nul_passes is None
+    assert whole.plans[whole.default][0] is passes

@@ -551,7 +551,8 @@ class _WholeStrings:
     ascii_words: list[bytes]
     wide_words: list[bytes]
     markers: list[bytes] = field(default_factory=lambda: [ZLIB_MARKER, LZSS_MARKER])
-    nul: tuple[_Pass, ...] = ()
+    #: the NUL-led plan, compiled when first chosen (see :meth:`nul`)
+    nul_passes: tuple[_Pass, ...] | None = None
     default: tuple[int, ...] = ()
     #: cover -> (its passes, whether they look for the markers)
     plans: dict[tuple[int, ...], tuple[tuple[_Pass, ...], bool]] = field(default_factory=dict)
@@ -563,9 +564,15 @@ class _WholeStrings:
     covers: dict[tuple, tuple[int, ...]] = field(default_factory=dict)
 
     def __post_init__(self) -> None:
-        self.nul = _nul_passes(self.ascii_words, self.wide_words)
+        # the plans are compiled when a binary first needs them: compiling them all took 25-40 ms of
+        # every worker process, most of whose binaries (NVIDIA's, those that load no library by name)
+        # have no whole-string search at all
         self.default = _cover([*self.ascii_words, *self.wide_words])
-        self.anchored(self.default)
+
+    def nul(self) -> tuple[_Pass, ...]:
+        if self.nul_passes is None:
+            self.nul_passes = _nul_passes(self.ascii_words, self.wide_words)
+        return self.nul_passes
 
     def anchored(self, cover: tuple[int, ...]) -> tuple[tuple[_Pass, ...], bool]:
         if cover not in self.plans:
@@ -613,7 +620,7 @@ class _WholeStrings:
         if not self.ascii_words and not self.wide_words:
             return (), False
         if total < PLAN_MIN:
-            return self.plans[self.default]
+            return self.anchored(self.default)
         sample = b"".join(_windows(buf, segments, total))
         if not self.used:
             self.used = sorted({0, *b"".join(self.ascii_words + self.wide_words)})
@@ -632,9 +639,10 @@ class _WholeStrings:
             self.covers[key] = cover
         if cover not in self.plans and len(self.plans) >= MAX_PLANS:
             cover = min(self.plans, key=lambda c: (sum(cost[b] for b in c), c))
-        nul_cost = len(self.nul) * _NS_PER_BYTE + _NS_PER_NUL * share[0] * len(self.nul)
+        passes = bool(self.ascii_words) + bool(self.wide_words)  # the NUL-led plan's: one per encoding
+        nul_cost = passes * _NS_PER_BYTE + _NS_PER_NUL * share[0] * passes
         if nul_cost < sum(cost[b] for b in cover):
-            return self.nul, False
+            return self.nul(), False
         return self.anchored(cover)
 
 
