@@ -100,7 +100,10 @@ def nul_led_names(buf: bytes, info: BinaryInfo) -> DriverNames:
     for section in info.sections:
         if section.name not in DATA_SECTIONS:
             continue
-        start, end = section.file_offset, min(len(buf), section.file_offset + section.file_size)
+        length = section.file_size
+        if section.virtual_size and section.virtual_size < length:
+            length = section.virtual_size  # a PE section's padding past its data is not its data
+        start, end = section.file_offset, min(len(buf), section.file_offset + length)
         run: list[bytes] = []
         last_end = -1
 
