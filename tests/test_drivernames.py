@@ -136,11 +136,13 @@ name_piece = st.one_of(
 
 
 @settings(max_examples=400, deadline=None)
-@given(st.lists(name_piece, max_size=50), st.integers(0, 3))
-def test_the_cu_led_search_finds_what_the_nul_led_one_found(pieces, skip):
+@given(st.lists(name_piece, max_size=50), st.integers(0, 3), st.integers(0, 4))
+def test_the_cu_led_search_finds_what_the_nul_led_one_found(pieces, skip, trim):
     buf = b"".join(pieces)
-    info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll",
-                      sections=(Section(".rodata", skip, max(0, len(buf) - skip), 0, max(0, len(buf) - skip)),))
+    size = max(0, len(buf) - skip)
+    # the section starts `skip` bytes in; its data (virtual size) may stop `trim` bytes short of its file size
+    section = Section(".rodata", virtual_address=0, virtual_size=max(0, size - trim), file_offset=skip, file_size=size)
+    info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll", sections=(section,))
     assert find_driver_names(buf, info) == nul_led_names(buf, info)
 
 
