@@ -18,7 +18,8 @@ def test_bench_reports_each_goal_on_a_fixture_tree(tmp_path):
     table = done.stdout
     for row in ("full scan, warm, `--no-cache` (jobs =", "full scan, warm, `--no-cache --jobs 1`",
                 "`--no-cache --engine lief --jobs", "lief ÷ fast (medians, same run)",
-                "re-scan, unchanged tree, warm facts cache"):
+                "re-scan, unchanged tree, warm facts cache",
+                "the same in one process, as `--fix` verification re-scans"):
         assert row in table, row
     if os.path.exists("/proc/self/smaps_rollup"):
         assert "peak memory, main process (VmHWM)" in table and "summed PSS" in table

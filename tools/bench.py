@@ -5,14 +5,19 @@
     python tools/bench.py --tree /path/to/site-packages --runs 7
     python tools/bench.py --tree /opt/torch/.venv --lief-runs 0 --cold 3
 
-Each measurement is a fresh process (`python -m cuda4amd scan TREE --format
-json`), repeated, reported as min / median / max:
+Each measurement but one is a fresh process (`python -m cuda4amd scan TREE
+--format json`), repeated, reported as min / median / max:
 
   * full scan, warm page cache, facts cache off (`--no-cache`): the default
     `--jobs` (one worker per usable core) and `--jobs 1`;
   * `--engine lief` in the same run, and the ratio of the medians;
   * re-scan of the unchanged tree with a warm facts cache (a private cache
     folder, filled by one untimed run);
+  * the same re-scan in one process, as `scan --fix` verifies what it
+    changed: `run_scan` again after a scan, with the scan's rules, the host
+    not probed (fix.apply's re-scan), timed in a process that has made the
+    scan before it: no start-up, imports or report (a repeated scan by a
+    user is the fresh-process row above);
   * peak memory of the main process and of the whole process tree (RSS
     summed over the processes, and PSS, which counts shared pages once),
     sampled from /proc every 5 ms in one extra run;
@@ -225,6 +230,36 @@ print(json.dumps({"files": len(paths), **spent}))
 READERS_TIMEOUT = 150  # seconds: lief alone over a 70,000-file venv is slow
 
 
+IN_PROCESS_RESCAN = """
+import gc, json, sys, time
+from cuda4amd.cli import GC_ALLOCATIONS
+from cuda4amd.report.document import build
+from cuda4amd.rules import load_rules
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
+gc.set_threshold(GC_ALLOCATIONS, 30, 30)  # as the CLI runs a command
+rules = load_rules()
+# fix.apply._same_scan_again: the options `scan` made (the facts cache on), the host not probed, the scan's rules
+options = ScanOptions(target=sys.argv[1], host="none", follow_links=sys.argv[2] == "1", cache=True)  # as `scan` makes them
+first = build(run_scan(options, rules=rules))  # the scan that the verification follows
+spent = []
+for _ in range(int(sys.argv[3])):
+    clock = time.perf_counter()
+    result = run_scan(options, rules=rules)
+    spent.append(time.perf_counter() - clock)
+print(json.dumps({"seconds": spent, "same": build(result) == first}))
+"""
+
+
+def rescan_in_process(tree: Path, env: dict[str, str], follow_links: bool, times: int) -> tuple[Runs, bool]:
+    """(the re-scans' seconds, whether the last one's report equals the scan's before them)."""
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS_RESCAN, str(tree), "1" if follow_links else "0", str(times)],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        raise SystemExit(f"the in-process re-scan failed ({done.returncode}):\n{done.stderr[-2000:]}")
+    state = json.loads(done.stdout)
+    return Runs(wall=state["seconds"]), state["same"]
+
+
 def readers(tree: Path, env: dict[str, str], follow_links: bool) -> dict | None:
     """The two readers alone (import tables, symbols; no kernels, by-name strings, discovery or
     analysis, which do not depend on --engine): seconds over every binary of the tree, one process."""
@@ -280,6 +315,7 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     lief = run(command("--no-cache", "--engine", "lief", "--jobs", str(cores)), env, lief_runs)
     run(command(), env, 1)  # fills the facts cache
     rescan = run(command(), env, runs)
+    verify_rescan, verify_same = rescan_in_process(tree, env, follow_links, runs)
     peak = memory(command("--no-cache"), env)
     alone = readers(tree, env, follow_links) if lief_runs else None
     cold_runs_done, cold_why = cold(command("--no-cache"), env, cold_runs)
@@ -291,8 +327,8 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
         return document
 
     reference_document = comparable(expected)
-    same = all(comparable(out) == reference_document for r in (parallel, serial, rescan, cold_runs_done)
-               for out in r.outputs)
+    same = verify_same and all(comparable(out) == reference_document for r in (parallel, serial, rescan, cold_runs_done)
+                               for out in r.outputs)
     # the report names the reader it used
     lief_same = all(comparable(out, "engine") == comparable(expected, "engine") for out in lief.outputs)
     warm_goal = GOAL_WARM_16_CORES if cores >= 16 else GOAL_WARM_2_CORES
@@ -317,6 +353,8 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
         print(f"| the readers alone, one process, {alone['files']} binaries: fast {alone['fast']:.3f} s, "
               f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}× | | | |")
     print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} |")
+    print(f"| the same in one process, as `--fix` verification re-scans (`run_scan`, host not probed) | {runs} "
+          f"{verify_rescan.cells()} ≤ {GOAL_RESCAN} s | {met(verify_rescan.median <= GOAL_RESCAN)} |")
     if cold_runs_done.wall:
         goal = f"≤ {GOAL_COLD_16_CORES} s" if cores >= 16 else ""
         print(f"| full scan, cold page cache, `--no-cache` | {len(cold_runs_done.wall)} {cold_runs_done.cells()} {goal} | "
@@ -329,7 +367,9 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
         print(f"| peak memory, process tree, anonymous part of PSS (mapped file pages left out) | 1 | | {peak['tree_anon']} MB | | | |")
         print(f"| peak memory, process tree, summed RSS (shared pages counted per process) | 1 | | {peak['tree_rss']} MB | | | |")
     print()
-    print(f"output identical to `--jobs 1 --no-cache` in every fast run: {'yes' if same else 'NO'}; lief runs: {'identical but for the engine field' if lief_same else 'differ'}")
+    print(f"output identical to `--jobs 1 --no-cache` in every fast run: {'yes' if same else 'NO'} (the in-process "
+          f"re-scans: the same report as the scan before them); lief runs: "
+          f"{'identical but for the engine field' if lief_same else 'differ'}")
     print()
     shutil.rmtree(cache_dir)
     if not same:
