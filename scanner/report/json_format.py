@@ -17,10 +17,10 @@ def indented(value) -> str:
     With an indent, the standard library encodes in Python, one generator
     step per value (the C encoder takes no indent before Python 3.14): for
     the device venv's 46,000-line report that was most of the 50-90 ms
-    the report took to write. This writes the same text with a plain recursion over the
-    exact types a report holds (dict with str keys, list, tuple, str, int,
-    float, bool, None), strings escaped by the standard library's own
-    encoder. Anything else (a subclass, another key type, a cycle or a
+    the report took to write. This writes the same text with a plain
+    recursion over the exact types a report holds (dict with str keys,
+    list, tuple, str, int, float, bool, None), strings escaped by the
+    standard library's own encoder. Anything else (a subclass, another key type, a cycle or a
     structure too deep to recurse) goes to ``json.dumps`` whole, so the
     result, or the error, is always what it gives.
     """
