@@ -95,20 +95,26 @@ def real_binaries() -> list[Path]:
     return found
 
 
-def test_real_binaries_give_the_same_names_in_pieces(rules, monkeypatch):
-    binaries = real_binaries()
-    assert len(binaries) > 10
-    compared = 0
-    for path in binaries:
+def read_real_binaries():
+    """(path, mapped bytes, BinaryInfo) of each of real_binaries() the reader accepts (the corrupt
+    fixtures are left out); the mapping stays open until the caller asks for the next one."""
+    for path in real_binaries():
         with mapped(path) as buf:
             try:
                 info = read_buffer(buf, exports=False)
             except MalformedBinary:
-                continue  # the corrupt fixtures
-            whole = outcome(buf, info, rules, None, monkeypatch)
-            for chunk in (64, 4096):
-                assert outcome(buf, info, rules, chunk, monkeypatch) == whole, (path, chunk)
-            compared += 1
+                continue
+            yield path, buf, info
+
+
+def test_real_binaries_give_the_same_names_in_pieces(rules, monkeypatch):
+    assert len(real_binaries()) > 10
+    compared = 0
+    for path, buf, info in read_real_binaries():
+        whole = outcome(buf, info, rules, None, monkeypatch)
+        for chunk in (64, 4096):
+            assert outcome(buf, info, rules, chunk, monkeypatch) == whole, (path, chunk)
+        compared += 1
     assert compared > 10
 
 
@@ -168,15 +174,10 @@ def test_real_binaries_name_the_same_driver_functions_in_chunks(monkeypatch):
     from cuda4amd.scan.read import drivernames
 
     compared = 0
-    for path in real_binaries():
-        with mapped(path) as buf:
-            try:
-                info = read_buffer(buf, exports=False)
-            except MalformedBinary:
-                continue
-            whole = drivernames.find_driver_names(buf, info)
-            with monkeypatch.context() as m:
-                m.setattr(drivernames, "CHUNK", 257)
-                assert drivernames.find_driver_names(buf, info) == whole, path
-            compared += whole.names != ()
+    for path, buf, info in read_real_binaries():
+        whole = drivernames.find_driver_names(buf, info)
+        with monkeypatch.context() as m:
+            m.setattr(drivernames, "CHUNK", 257)
+            assert drivernames.find_driver_names(buf, info) == whole, path
+        compared += whole.names != ()
     assert compared >= 2  # the fixtures that name driver functions

@@ -15,13 +15,12 @@ import pytest
 from conftest import by_path, dependency
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from test_byname_pieces import real_binaries
+from test_byname_pieces import read_real_binaries
 
 from cuda4amd.model import BinaryInfo, DriverNames, Section
 from cuda4amd.scan.classify import driver_function_states
-from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.drivernames import DATA_SECTIONS, find_driver_names
-from cuda4amd.scan.read.engine import mapped, read_buffer, read_path
+from cuda4amd.scan.read.engine import read_path
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures" / "drivernames"
 OWN = ("cuBLAS", "cuCtxCreate", "cuDeviceGet", "cuDriverGetVersion", "cuGetProcAddress", "cuInit",
@@ -148,13 +147,8 @@ def test_the_cu_led_search_finds_what_the_nul_led_one_found(pieces, skip, trim):
 
 def test_real_binaries_name_what_the_nul_led_search_named():
     compared = 0
-    for path in real_binaries():
-        with mapped(path) as buf:
-            try:
-                info = read_buffer(buf, exports=False)
-            except MalformedBinary:
-                continue
-            found = find_driver_names(buf, info)
-            assert found == nul_led_names(bytes(buf), info), path
-            compared += bool(found.names or found.runtime_table)
+    for path, buf, info in read_real_binaries():
+        found = find_driver_names(buf, info)
+        assert found == nul_led_names(bytes(buf), info), path
+        compared += bool(found.names or found.runtime_table)
     assert compared >= 2
