@@ -24,6 +24,9 @@ def indented(value) -> str:
     structure too deep to recurse) goes to ``json.dumps`` whole, so the
     result, or the error, is always what it gives.
     """
+    text = _scalar(value)
+    if text is not None:
+        return text
     out: list[str] = []
     try:
         _write(value, out, ["\n"])
@@ -63,11 +66,8 @@ def _scalar(value) -> str | None:
 
 
 def _write(value, out: list[str], breaks: list[str], depth: int = 0) -> None:
-    """``value`` at nesting ``depth`` onto ``out``; ``breaks[d]``: a line break and the indent of depth d."""
-    text = _scalar(value)
-    if text is not None:
-        out.append(text)
-        return
+    """``value``, not a scalar (its caller asked :func:`_scalar` first), at nesting ``depth`` onto ``out``;
+    ``breaks[d]``: a line break and the indent of depth d."""
     kind = type(value)
     if kind is not dict and kind is not list and kind is not tuple:
         raise _NotPlain
