@@ -16,6 +16,12 @@ def test_bench_reports_each_goal_on_a_fixture_tree(tmp_path):
         capture_output=True, text=True, env=env, timeout=300, check=False)
     assert done.returncode == 0, done.stderr
     table = done.stdout
+    assert "| measurement | runs | min | median | max | goal | met | disk reads |" in table
+    timed = [line for line in table.splitlines() if line.startswith(("| full scan, warm", "| re-scan", "| the same in"))]
+    assert len(timed) == 5, table
+    for row in timed:  # each says how many page faults of its runs read the disk
+        cells = [cell.strip() for cell in row.strip("|").split("|")]
+        assert len(cells) == 8 and (cells[7] == "0" or " of 1 runs" in cells[7]), row
     for row in ("full scan, warm, `--no-cache` (jobs =", "full scan, warm, `--no-cache --jobs 1`",
                 "`--no-cache --engine lief --jobs", "lief ÷ fast (medians, same run)",
                 "re-scan, unchanged tree, warm facts cache",

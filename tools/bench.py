@@ -24,6 +24,13 @@ Each measurement but one is a fresh process (`python -m cuda4amd scan TREE
   * cold page cache: each run after `sync; echo 3 > /proc/sys/vm/drop_caches`
     (needs root and a writable /proc/sys; the table says why not otherwise).
 
+Each timed row also says how many page faults of its runs read the disk
+(major faults of the scan and its workers, from getrusage): a warm run has
+none. Where a warm row has some, pages of the tree were dropped from the
+page cache since the run before (a kernel that pages out idle memory does
+that, as DAMON's pageout scheme on the development machine), and those
+runs' times include waiting for the disk.
+
 Every run's report is compared with the first `--jobs 1 --no-cache` report
 (all but its `command` field, the command line as typed): the figures only
 count when the output is the same.
@@ -34,6 +41,7 @@ import argparse
 import json
 import os
 import platform
+import resource
 import shutil
 import statistics
 import subprocess
@@ -70,11 +78,23 @@ GOAL_TREE_MB = 400
 class Runs:
     wall: list[float] = field(default_factory=list)
     outputs: list[str] = field(default_factory=list)
+    #: per run: page faults that read the disk (major faults) of the scan and its workers
+    faults: list[int] = field(default_factory=list)
 
     def cells(self) -> str:
         if not self.wall:
             return "| | | |"
         return f"| {min(self.wall):.3f} s | {statistics.median(self.wall):.3f} s | {max(self.wall):.3f} s |"
+
+    def disk(self) -> str:
+        """The disk-reads cell: a warm run should have none; a run with some waited on the disk
+        (a page reclaimed since the run before: a machine that pages out idle page cache, as DAMON can)."""
+        if not self.faults:
+            return ""
+        touched = [count for count in self.faults if count]
+        if not touched:
+            return "0"
+        return f"{sum(touched):,} in {len(touched)} of {len(self.faults)} runs"
 
     @property
     def median(self) -> float:
@@ -91,12 +111,19 @@ def scans(tree: Path, follow_links: bool) -> Callable[..., list[str]]:
     return lambda *options: scan_command(tree, *always, *options)
 
 
+def disk_faults() -> int:
+    """Major page faults of this process's waited-for children so far (a scan's workers are its own)."""
+    return resource.getrusage(resource.RUSAGE_CHILDREN).ru_majflt
+
+
 def run(command: list[str], env: dict[str, str], times: int) -> Runs:
     runs = Runs()
     for _ in range(times):
+        faults = disk_faults()
         start = time.perf_counter()
         done = subprocess.run(command, capture_output=True, env=env, check=False)
         runs.wall.append(time.perf_counter() - start)
+        runs.faults.append(disk_faults() - faults)
         if done.returncode not in (0, 3, 4):
             raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
         runs.outputs.append(done.stdout.decode())
@@ -125,6 +152,7 @@ def cold(command: list[str], env: dict[str, str], times: int) -> tuple[Runs, str
         one = run(command, env, 1)
         runs.wall += one.wall
         runs.outputs += one.outputs
+        runs.faults += one.faults
     return runs, None
 
 
@@ -231,7 +259,7 @@ READERS_TIMEOUT = 150  # seconds: lief alone over a 70,000-file venv is slow
 
 
 IN_PROCESS_RESCAN = """
-import gc, json, sys, time
+import gc, json, resource, sys, time
 from cuda4amd.cli import GC_ALLOCATIONS
 from cuda4amd.report.document import build
 from cuda4amd.rules import load_rules
@@ -241,12 +269,16 @@ rules = load_rules()
 # fix.apply._same_scan_again: the options `scan` made (the facts cache on), the host not probed, the scan's rules
 options = ScanOptions(target=sys.argv[1], host="none", follow_links=sys.argv[2] == "1", cache=True)  # as `scan` makes them
 first = build(run_scan(options, rules=rules))  # the scan that the verification follows
-spent = []
+def faults():  # this process's major page faults and those of the workers it has waited for
+    return sum(resource.getrusage(who).ru_majflt for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
+spent, disk = [], []
 for _ in range(int(sys.argv[3])):
+    before = faults()
     clock = time.perf_counter()
     result = run_scan(options, rules=rules)
     spent.append(time.perf_counter() - clock)
-print(json.dumps({"seconds": spent, "same": build(result) == first}))
+    disk.append(faults() - before)
+print(json.dumps({"seconds": spent, "faults": disk, "same": build(result) == first}))
 """
 
 
@@ -257,7 +289,7 @@ def rescan_in_process(tree: Path, env: dict[str, str], follow_links: bool, times
     if done.returncode != 0:
         raise SystemExit(f"the in-process re-scan failed ({done.returncode}):\n{done.stderr[-2000:]}")
     state = json.loads(done.stdout)
-    return Runs(wall=state["seconds"]), state["same"]
+    return Runs(wall=state["seconds"], faults=state["faults"]), state["same"]
 
 
 def readers(tree: Path, env: dict[str, str], follow_links: bool) -> dict | None:
@@ -341,32 +373,34 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(bytecode(env))
     print()
-    print("| measurement | runs | min | median | max | goal | met |")
-    print("| --- | --- | --- | --- | --- | --- | --- |")
-    print(f"| full scan, warm, `--no-cache` (jobs = {cores}) | {runs} {parallel.cells()} ≤ {warm_goal} s | {met(parallel.median <= warm_goal)} |")
-    print(f"| full scan, warm, `--no-cache --jobs 1` | {runs} {serial.cells()} | |")
+    print("| measurement | runs | min | median | max | goal | met | disk reads |")
+    print("| --- | --- | --- | --- | --- | --- | --- | --- |")
+    print(f"| full scan, warm, `--no-cache` (jobs = {cores}) | {runs} {parallel.cells()} ≤ {warm_goal} s | {met(parallel.median <= warm_goal)} | {parallel.disk()} |")
+    print(f"| full scan, warm, `--no-cache --jobs 1` | {runs} {serial.cells()} | | {serial.disk()} |")
     if lief.wall:
         ratio = lief.median / parallel.median
-        print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | |")
-        print(f"| lief ÷ fast (medians, same run) | | | {ratio:.1f}× | | ≥ {GOAL_LIEF_RATIO:.0f}× | {met(ratio >= GOAL_LIEF_RATIO)} |")
+        print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | | {lief.disk()} |")
+        print(f"| lief ÷ fast (medians, same run) | | | {ratio:.1f}× | | ≥ {GOAL_LIEF_RATIO:.0f}× | {met(ratio >= GOAL_LIEF_RATIO)} | |")
     if alone is not None and alone["fast"] > 0:
         print(f"| the readers alone, one process, {alone['files']} binaries: fast {alone['fast']:.3f} s, "
-              f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}× | | | |")
-    print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} |")
+              f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}× | | | | |")
+    print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} | {rescan.disk()} |")
     print(f"| the same in one process, as `--fix` verification re-scans (`run_scan`, host not probed) | {runs} "
-          f"{verify_rescan.cells()} ≤ {GOAL_RESCAN} s | {met(verify_rescan.median <= GOAL_RESCAN)} |")
+          f"{verify_rescan.cells()} ≤ {GOAL_RESCAN} s | {met(verify_rescan.median <= GOAL_RESCAN)} | {verify_rescan.disk()} |")
     if cold_runs_done.wall:
         goal = f"≤ {GOAL_COLD_16_CORES} s" if cores >= 16 else ""
         print(f"| full scan, cold page cache, `--no-cache` | {len(cold_runs_done.wall)} {cold_runs_done.cells()} {goal} | "
-              f"{met(cold_runs_done.median <= GOAL_COLD_16_CORES) if cores >= 16 else ''} |")
+              f"{met(cold_runs_done.median <= GOAL_COLD_16_CORES) if cores >= 16 else ''} | {cold_runs_done.disk()} |")
     elif cold_runs:
-        print(f"| full scan, cold page cache | not measured: {cold_why} | | | | | |")
+        print(f"| full scan, cold page cache | not measured: {cold_why} | | | | | | |")
     if peak is not None:
-        print(f"| peak memory, main process (VmHWM) | 1 | | {peak['main']} MB | | ≤ {GOAL_MAIN_MB} MB | {met(peak['main'] <= GOAL_MAIN_MB)} |")
-        print(f"| peak memory, process tree ({peak['workers']} workers), summed PSS | 1 | | {peak['tree_pss']} MB | | ≤ {GOAL_TREE_MB} MB | {met(peak['tree_pss'] <= GOAL_TREE_MB)} |")
-        print(f"| peak memory, process tree, anonymous part of PSS (mapped file pages left out) | 1 | | {peak['tree_anon']} MB | | | |")
-        print(f"| peak memory, process tree, summed RSS (shared pages counted per process) | 1 | | {peak['tree_rss']} MB | | | |")
+        print(f"| peak memory, main process (VmHWM) | 1 | | {peak['main']} MB | | ≤ {GOAL_MAIN_MB} MB | {met(peak['main'] <= GOAL_MAIN_MB)} | |")
+        print(f"| peak memory, process tree ({peak['workers']} workers), summed PSS | 1 | | {peak['tree_pss']} MB | | ≤ {GOAL_TREE_MB} MB | {met(peak['tree_pss'] <= GOAL_TREE_MB)} | |")
+        print(f"| peak memory, process tree, anonymous part of PSS (mapped file pages left out) | 1 | | {peak['tree_anon']} MB | | | | |")
+        print(f"| peak memory, process tree, summed RSS (shared pages counted per process) | 1 | | {peak['tree_rss']} MB | | | | |")
     print()
+    print("disk reads: page faults that read the disk (major faults, the scan and its workers), summed over the runs "
+          "that had any; a warm run has none")
     print(f"output identical to `--jobs 1 --no-cache` in every fast run: {'yes' if same else 'NO'} (the in-process "
           f"re-scans: the same report as the scan before them); lief runs: "
           f"{'identical but for the engine field' if lief_same else 'differ'}")
