@@ -79,3 +79,20 @@ def test_bench_says_whether_the_package_has_its_bytecode(tmp_path):
     assert line.startswith(f"bytecode: 1 of 2 modules of {package} compiled and Python may not write the rest")
     py_compile.compile(str(package / "part.py"), doraise=True)
     assert bench.bytecode(env) == f"bytecode: 2 of 2 modules of {package} compiled"
+
+
+def test_bench_tells_the_runs_that_read_the_disk_from_those_that_did_not():
+    """A warm row's runs with major page faults waited on the disk: the table counts them, and keeps apart
+    the runs served from the page cache alone (what the warm goals mean)."""
+    sys.path.insert(0, str(REPO / "tools"))
+    try:
+        import bench
+    finally:
+        sys.path.remove(str(REPO / "tools"))
+    runs = bench.Runs(wall=[0.5, 2.0, 0.7, 0.6], faults=[0, 120, 0, 3])
+    assert runs.disk() == "123 in 2 of 4 runs"
+    warm = runs.from_memory()
+    assert warm.wall == [0.5, 0.7] and warm.disk() == "0"
+    assert warm.cells() == "| 0.500 s | 0.600 s | 0.700 s |"
+    assert bench.Runs(wall=[1.0], faults=[0]).disk() == "0"
+    assert bench.Runs().disk() == ""
