@@ -1,4 +1,4 @@
-"""Harness behind the "CPU seconds" figures of docs/performance.md (2026-12-01, 22:12): every binary of a
+"""Harness behind the "CPU seconds" figures of docs/performance.md (2026-12-01, 22:09): every binary of a
 tree read in one process, largest first, three passes, each pass's CPU time (user + sys), minor and major
 page faults. A first pass dearer than the later ones would be per-process warm-up that workers pay.
 Kept as the provenance of those figures, not a tool: it calls the read stage's per-file function directly.

@@ -1,4 +1,4 @@
-"""Harness behind the decode-against-unpickle figures of docs/performance.md (2026-12-01, 22:00): a tree's
+"""Harness behind the decode-against-unpickle figures of docs/performance.md (2026-12-01, 21:59): a tree's
 facts read from a warm facts cache (FactCache.get_all: seals, marshal, checks, building the facts) against
 pickle.loads of the same outcomes, which is what the main process would pay if workers decoded the records
 and sent them back. Kept as the provenance of those figures, not a tool.
