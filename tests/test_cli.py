@@ -155,3 +155,27 @@ def test_download_bar_is_rich_progress_on_stderr(capsys):
     captured = capsys.readouterr()
     assert captured.out == ""
     assert "1.0/1.0 MB" in captured.err or "1.0 MB" in captured.err
+
+
+def test_the_command_line_leaves_what_a_command_built_to_the_os():
+    """The entry point (console script, python -m cuda4amd) freezes the heap as the process ends, so the
+    interpreter's shutdown skips the collector's pass over it; `main` run in a caller's own process does not."""
+    code = """
+import gc, sys
+from click.testing import CliRunner
+import cuda4amd.cli as cli
+CliRunner().invoke(cli.main, ["--version"])
+print("after main in this process:", gc.get_freeze_count())
+sys.argv = ["cuda4amd", "--version"]
+try:
+    cli.entry_point()
+except SystemExit as exit:
+    print("after the entry point:", exit.code, gc.get_freeze_count() > 0)
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 0, done.stderr
+    assert "after main in this process: 0" in done.stdout
+    assert "after the entry point: 0 True" in done.stdout
+    module = subprocess.run([sys.executable, "-m", "cuda4amd", "--version"], capture_output=True, text=True,
+                            timeout=60, check=False)
+    assert module.returncode == 0 and "cuda4amd" in module.stdout
