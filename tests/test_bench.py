@@ -99,3 +99,10 @@ def test_bench_tells_the_runs_that_read_the_disk_from_those_that_did_not():
     assert warm.cells() == "| 0.500 s | 0.600 s | 0.700 s |"
     assert bench.Runs(wall=[1.0], faults=[0]).disk() == "0"
     assert bench.Runs().disk() == ""
+    # the row below a warm row: judged against the goal on the runs served from memory alone
+    assert bench.warm_row(runs, 0.65) == ("| … of them, the runs that read nothing from the disk | 2 "
+                                          "| 0.500 s | 0.600 s | 0.700 s | ≤ 0.65 s | yes | 0 |")
+    assert bench.warm_row(runs, None) == ("| … of them, the runs that read nothing from the disk | 2 "
+                                          "| 0.500 s | 0.600 s | 0.700 s | | | 0 |")
+    assert bench.warm_row(warm, 0.65) is None  # every run from memory: the row above says it all
+    assert bench.warm_row(bench.Runs(wall=[2.0], faults=[9]), 0.65) is None  # no run from memory

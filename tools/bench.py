@@ -117,6 +117,24 @@ def scans(tree: Path, follow_links: bool) -> Callable[..., list[str]]:
     return lambda *options: scan_command(tree, *always, *options)
 
 
+def met(ok: bool) -> str:
+    return "yes" if ok else "**no**"
+
+
+def warm_row(runs: Runs, goal: float | None) -> str | None:
+    """The table row of ``runs``' runs that read nothing from the disk, where only some did."""
+    warm = runs.from_memory()
+    if not warm.wall or len(warm.wall) == len(runs.wall):
+        return None
+    judged = f"≤ {goal} s | {met(warm.median <= goal)}" if goal is not None else "|"
+    return f"| … of them, the runs that read nothing from the disk | {len(warm.wall)} {warm.cells()} {judged} | 0 |"
+
+
+def print_if(line: str | None) -> None:
+    if line is not None:
+        print(line)
+
+
 def disk_faults() -> int:
     """Major page faults of this process's waited-for children so far (a scan's workers are its own)."""
     return resource.getrusage(resource.RUSAGE_CHILDREN).ru_majflt
@@ -371,9 +389,6 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     lief_same = all(comparable(out, "engine") == comparable(expected, "engine") for out in lief.outputs)
     warm_goal = GOAL_WARM_16_CORES if cores >= 16 else GOAL_WARM_2_CORES
 
-    def met(ok: bool) -> str:
-        return "yes" if ok else "**no**"
-
     print(f"tree: {tree}")
     print(f"{tree_facts(tree, report, follow_links)}")
     print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
@@ -381,17 +396,10 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     print()
     print("| measurement | runs | min | median | max | goal | met | disk reads |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    def from_memory(runs: Runs, goal: float | None) -> None:
-        """A row's runs that read nothing from the disk, where only some did."""
-        warm = runs.from_memory()
-        if warm.wall and len(warm.wall) < len(runs.wall):
-            judged = f"≤ {goal} s | {met(warm.median <= goal)}" if goal is not None else "|"
-            print(f"| … of them, the runs that read nothing from the disk | {len(warm.wall)} {warm.cells()} {judged} | 0 |")
-
     print(f"| full scan, warm, `--no-cache` (jobs = {cores}) | {runs} {parallel.cells()} ≤ {warm_goal} s | {met(parallel.median <= warm_goal)} | {parallel.disk()} |")
-    from_memory(parallel, warm_goal)
+    print_if(warm_row(parallel, warm_goal))
     print(f"| full scan, warm, `--no-cache --jobs 1` | {runs} {serial.cells()} | | {serial.disk()} |")
-    from_memory(serial, None)
+    print_if(warm_row(serial, None))
     if lief.wall:
         ratio = lief.median / parallel.median
         print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | | {lief.disk()} |")
@@ -400,10 +408,10 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
         print(f"| the readers alone, one process, {alone['files']} binaries: fast {alone['fast']:.3f} s, "
               f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}× | | | | |")
     print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} | {rescan.disk()} |")
-    from_memory(rescan, GOAL_RESCAN)
+    print_if(warm_row(rescan, GOAL_RESCAN))
     print(f"| the same in one process, as `--fix` verification re-scans (`run_scan`, host not probed) | {runs} "
           f"{verify_rescan.cells()} ≤ {GOAL_RESCAN} s | {met(verify_rescan.median <= GOAL_RESCAN)} | {verify_rescan.disk()} |")
-    from_memory(verify_rescan, GOAL_RESCAN)
+    print_if(warm_row(verify_rescan, GOAL_RESCAN))
     if cold_runs_done.wall:
         goal = f"≤ {GOAL_COLD_16_CORES} s" if cores >= 16 else ""
         print(f"| full scan, cold page cache, `--no-cache` | {len(cold_runs_done.wall)} {cold_runs_done.cells()} {goal} | "
