@@ -34,6 +34,8 @@ from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 if TYPE_CHECKING:
     import networkx as nx
 
+    from cuda4amd.scan.walk_ahead import WalkAhead
+
 
 @dataclass(frozen=True)
 class ScanOptions:
@@ -84,7 +86,10 @@ class Progress:
     def advance(self) -> None: ...
 
 
-def run_scan(options: ScanOptions, progress: Progress | None = None, rules: RuleSet | None = None) -> ScanResult:
+def run_scan(options: ScanOptions, progress: Progress | None = None, rules: RuleSet | None = None,
+             walk_ahead: WalkAhead | None = None) -> ScanResult:
+    """Scan ``options.target``. ``walk_ahead``: the tree's walk, begun before (scan.walk_ahead); taken
+    instead of walking when it walked this scan's tree as this scan would."""
     progress = progress or Progress()
     timings: dict[str, float] = {}
     clock = time.perf_counter()
@@ -113,8 +118,10 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     with _shared_workers(walked, options, inspector) as workers:
         clock = time.perf_counter()
         progress.discovering()
-        found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs,
-                                   executor=workers.executor if workers is not None else None)
+        found = walk_ahead.take(walked, options.follow_links, options.jobs) if walk_ahead is not None else None
+        if found is None:
+            found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs,
+                                       executor=workers.executor if workers is not None else None)
         focus = _focus(target, found) if target.kind == "file" else None
         timings["discover"] = time.perf_counter() - clock
         clock = time.perf_counter()

@@ -1,0 +1,125 @@
+"""The tree walk begun in a forked child while the command line's start-up goes on.
+
+`cuda4amd scan` spends about 0.1 s importing the pipeline, loading the rules
+and probing the machine before it walks the tree, and the walk is a serial
+part of every scan (0.09 s for the 13,079 files of a real Windows
+site-packages on 2 cores, where it runs in one process). Where processes fork
+(:func:`cuda4amd.scan.workers.forks`: POSIX, and no other thread yet), the
+command forks a child first, which walks the target exactly as the scan would
+(:func:`cuda4amd.scan.discover.discover`, same target, ``follow_links`` and
+``jobs``) and sends its Discovery back through a pipe (pickle: our own child,
+the way the worker processes send theirs); the scan takes that instead of
+walking (docs/performance.md).
+
+The child's Discovery is the one the scan would have made: the same
+function over the same tree, a moment earlier. Anything else — no fork,
+a target that is not a folder tree, a child that fails or dies, a broken
+pipe, a walk of another target — and the scan walks in its own process as
+it always did. The child ignores nothing the terminal sends: Ctrl-C ends it
+with the command, and one never taken is killed and reaped.
+"""
+from __future__ import annotations
+
+import os
+import pickle
+import signal
+from dataclasses import dataclass
+
+from cuda4amd.scan import discover as discovery
+from cuda4amd.scan.workers import forks
+
+#: the targets a walk-ahead takes: those that discover() walks as a tree (a file's folder is found later)
+TREE_KINDS = frozenset({"folder", "site-packages", "venv"})
+
+
+@dataclass
+class WalkAhead:
+    """A walk running in a forked child: :meth:`take` its result, or :meth:`close` it."""
+
+    pid: int
+    pipe: int  # the read end; the child writes (what it walked, the Discovery) and exits
+    walked: discovery.Target
+    follow_links: bool
+    jobs: int | None
+
+    @classmethod
+    def start(cls, target: str, *, follow_links: bool, jobs: int | None) -> WalkAhead | None:
+        """The walk of ``target`` begun in a child, or None where it is not begun (the scan walks itself)."""
+        if not forks():
+            return None
+        try:
+            walked = discovery.resolve_target(target)
+        except (discovery.TargetError, OSError, ValueError):
+            return None  # the scan reports it, as before
+        if walked.kind not in TREE_KINDS:
+            return None
+        read_end, write_end = os.pipe()
+        try:
+            pid = os.fork()
+        except OSError:
+            os.close(read_end)
+            os.close(write_end)
+            return None
+        if pid == 0:
+            os.close(read_end)
+            _walk_in_child(write_end, walked, follow_links, jobs)
+        os.close(write_end)
+        return cls(pid, read_end, walked, follow_links, jobs)
+
+    def take(self, walked: discovery.Target, follow_links: bool, jobs: int | None) -> discovery.Discovery | None:
+        """The child's Discovery if it walked ``walked`` as asked, else None; the child is reaped either way."""
+        if self.pipe < 0:
+            return None
+        try:
+            with os.fdopen(self.pipe, "rb") as pipe:
+                data = pipe.read()
+        except OSError:
+            data = b""
+        finally:
+            self.pipe = -1
+            self._reap()
+        if (walked, follow_links, jobs) != (self.walked, self.follow_links, self.jobs):
+            return None
+        try:
+            found = pickle.loads(data)  # noqa: S301 - our own forked child's, through a pipe only we hold
+        except Exception:  # noqa: BLE001 - the child failed or died mid-write: the scan walks itself
+            return None
+        return found if isinstance(found, discovery.Discovery) and found.target == walked else None
+
+    def close(self) -> None:
+        """End a walk that was not taken: the child is killed and reaped."""
+        if self.pipe < 0:
+            return
+        os.close(self.pipe)
+        self.pipe = -1
+        try:
+            os.kill(self.pid, signal.SIGKILL)
+        except OSError:
+            pass  # it had finished
+        self._reap()
+
+    def _reap(self) -> None:
+        try:
+            os.waitpid(self.pid, 0)
+        except ChildProcessError:
+            pass  # reaped already (a caller's SIGCHLD handler)
+
+    def __enter__(self) -> WalkAhead:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+def _walk_in_child(write_end: int, walked: discovery.Target, follow_links: bool, jobs: int | None) -> None:
+    """The child's whole life: walk, write, exit (never return into the command, never run its exit handlers)."""
+    status = 1
+    try:
+        # Ctrl-C ends the child at once, not by an exception into the command's code it was forked from
+        signal.signal(signal.SIGINT, signal.SIG_DFL)
+        found = discovery.discover(walked, follow_links=follow_links, jobs=jobs)
+        with os.fdopen(write_end, "wb") as pipe:
+            pickle.dump(found, pipe, protocol=pickle.HIGHEST_PROTOCOL)
+        status = 0
+    finally:
+        os._exit(status)

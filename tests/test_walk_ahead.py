@@ -1,0 +1,112 @@
+"""The walk a forked child makes while the command line starts up is the walk the scan would make, or none.
+
+Compared field by field with an in-process walk (test_discover_parallel.state) on the tree of awkward cases
+(hard links, symlinks to files and folders, a loop, data-named executables, a FIFO, names that are not
+UTF-8), walked in one process and split over workers; a walk of another target, a child that fails and a
+walk never taken leave the scan to walk itself, and no child behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+
+import pytest
+from click.testing import CliRunner
+from conftest import FIXTURES
+from test_discover_parallel import build_tree, state
+
+from cuda4amd.cli import main
+from cuda4amd.scan import discover as discovery
+from cuda4amd.scan import walk_ahead
+from cuda4amd.scan.walk_ahead import WalkAhead
+from cuda4amd.scan.workers import forks
+
+pytestmark = pytest.mark.skipif(not forks(), reason="the walk goes ahead only where processes fork")
+
+
+def reaped(pid: int) -> bool:
+    try:
+        os.waitpid(pid, os.WNOHANG)
+    except ChildProcessError:
+        return True
+    return False
+
+
+@pytest.mark.parametrize("jobs", [1, 4])
+def test_the_walk_ahead_is_the_walk_the_scan_makes(tmp_path, jobs):
+    build_tree(tmp_path / "tree")
+    target = discovery.resolve_target(str(tmp_path / "tree"))
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=jobs)
+    assert ahead is not None
+    found = ahead.take(target, False, jobs)
+    assert found is not None and found.binaries
+    assert state(found) == state(discovery.discover(target, jobs=jobs))
+    assert reaped(ahead.pid)
+
+
+def test_a_walk_of_another_tree_or_with_other_options_is_not_taken(tmp_path):
+    build_tree(tmp_path / "tree")
+    other = discovery.resolve_target(str(FIXTURES / "demo" / "Tool"))
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1)
+    assert ahead is not None and ahead.take(other, False, 1) is None and reaped(ahead.pid)
+    same = discovery.resolve_target(str(tmp_path / "tree"))
+    for follow_links, jobs in ((True, 1), (False, None)):
+        ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1)
+        assert ahead is not None and ahead.take(same, follow_links, jobs) is None and reaped(ahead.pid)
+
+
+def test_a_child_that_fails_leaves_the_walk_to_the_scan(tmp_path, monkeypatch):
+    build_tree(tmp_path / "tree")
+
+    def broken(*args, **kwargs):
+        raise RuntimeError("the child's walk fails")
+
+    monkeypatch.setattr(discovery, "discover", broken)  # the forked child inherits it
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1)
+    assert ahead is not None
+    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 1) is None
+    assert reaped(ahead.pid)
+
+
+def test_a_walk_never_taken_is_ended_and_reaped(tmp_path):
+    build_tree(tmp_path / "tree")
+    with WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1) as ahead:
+        pid = ahead.pid
+    assert reaped(pid)
+    ahead.close()  # twice is harmless
+    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 1) is None
+
+
+def test_no_walk_ahead_for_a_single_file_a_wheel_a_missing_target_or_without_fork(tmp_path, monkeypatch):
+    assert WalkAhead.start(str(FIXTURES / "pe" / "plain.dll"), follow_links=False, jobs=None) is None
+    assert WalkAhead.start(str(tmp_path / "missing"), follow_links=False, jobs=None) is None
+    wheel = tmp_path / "x-1.0-py3-none-any.whl"
+    wheel.write_bytes(b"not a zip")
+    assert WalkAhead.start(str(wheel), follow_links=False, jobs=None) is None
+    monkeypatch.setattr(walk_ahead, "forks", lambda: False)
+    assert WalkAhead.start(str(FIXTURES / "demo" / "Tool"), follow_links=False, jobs=None) is None
+
+
+def test_a_scan_from_the_command_line_takes_the_walk_ahead_and_reports_as_without_it(tmp_path, monkeypatch):
+    build_tree(tmp_path / "tree")
+    taken = []
+    real_take = WalkAhead.take
+
+    def take(self, *args):
+        found = real_take(self, *args)
+        taken.append(found is not None)
+        return found
+
+    monkeypatch.setattr(WalkAhead, "take", take)
+
+    def scan() -> dict:
+        result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",
+                                           "--no-cache", "--jobs", "2"])
+        document = json.loads(result.output)
+        document.pop("command")
+        return document
+
+    ahead = scan()
+    monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
+    assert scan() == ahead
+    assert taken == [True]
