@@ -19,7 +19,7 @@ from cuda4amd.cli import main
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan import walk_ahead
 from cuda4amd.scan.walk_ahead import WalkAhead
-from cuda4amd.scan.workers import forks
+from cuda4amd.scan.workers import forks, usable_cores
 
 pytestmark = pytest.mark.skipif(not forks(), reason="the walk goes ahead only where processes fork")
 
@@ -32,8 +32,10 @@ def reaped(pid: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("jobs", [1, 4])
+@pytest.mark.parametrize("jobs", [None, 4])  # None: one walking process on fewer than 4 cores, 4: split
 def test_the_walk_ahead_is_the_walk_the_scan_makes(tmp_path, jobs):
+    if jobs is None and usable_cores() < 2:
+        pytest.skip("one usable core: no walk goes ahead by default")
     build_tree(tmp_path / "tree")
     target = discovery.resolve_target(str(tmp_path / "tree"))
     ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=jobs)
@@ -47,11 +49,11 @@ def test_the_walk_ahead_is_the_walk_the_scan_makes(tmp_path, jobs):
 def test_a_walk_of_another_tree_or_with_other_options_is_not_taken(tmp_path):
     build_tree(tmp_path / "tree")
     other = discovery.resolve_target(str(FIXTURES / "demo" / "Tool"))
-    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1)
-    assert ahead is not None and ahead.take(other, False, 1) is None and reaped(ahead.pid)
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2)
+    assert ahead is not None and ahead.take(other, False, 2) is None and reaped(ahead.pid)
     same = discovery.resolve_target(str(tmp_path / "tree"))
-    for follow_links, jobs in ((True, 1), (False, None)):
-        ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1)
+    for follow_links, jobs in ((True, 2), (False, None)):
+        ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2)
         assert ahead is not None and ahead.take(same, follow_links, jobs) is None and reaped(ahead.pid)
 
 
@@ -62,19 +64,29 @@ def test_a_child_that_fails_leaves_the_walk_to_the_scan(tmp_path, monkeypatch):
         raise RuntimeError("the child's walk fails")
 
     monkeypatch.setattr(discovery, "discover", broken)  # the forked child inherits it
-    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1)
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2)
     assert ahead is not None
-    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 1) is None
+    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 2) is None
     assert reaped(ahead.pid)
 
 
 def test_a_walk_never_taken_is_ended_and_reaped(tmp_path):
     build_tree(tmp_path / "tree")
-    with WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=1) as ahead:
+    with WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2) as ahead:
         pid = ahead.pid
     assert reaped(pid)
     ahead.close()  # twice is harmless
-    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 1) is None
+    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 2) is None
+
+
+def test_no_walk_ahead_with_one_process(monkeypatch):
+    """--jobs 1 is the one-process path, and one usable core would only be shared."""
+    tree = str(FIXTURES / "demo" / "Tool")
+    assert WalkAhead.start(tree, follow_links=False, jobs=1) is None
+    monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 1)
+    assert WalkAhead.start(tree, follow_links=False, jobs=None) is None
+    with WalkAhead.start(tree, follow_links=False, jobs=2) as ahead:  # asked for: two processes
+        assert ahead is not None
 
 
 def test_no_walk_ahead_for_a_single_file_a_wheel_a_missing_target_or_without_fork(tmp_path, monkeypatch):

@@ -4,8 +4,9 @@
 and probing the machine before it walks the tree, and the walk is a serial
 part of every scan (0.09 s for the 13,079 files of a real Windows
 site-packages on 2 cores, where it runs in one process). Where processes fork
-(:func:`cuda4amd.scan.workers.forks`: POSIX, and no other thread yet), the
-command forks a child first, which walks the target exactly as the scan would
+(:func:`cuda4amd.scan.workers.forks`: POSIX, and no other thread yet) and
+the scan may use two processes or more (not ``--jobs 1``, not one usable
+core), the command forks a child first, which walks the target exactly as the scan would
 (:func:`cuda4amd.scan.discover.discover`, same target, ``follow_links`` and
 ``jobs``) and sends its Discovery back through a pipe (pickle: our own child,
 the way the worker processes send theirs); the scan takes that instead of
@@ -26,7 +27,7 @@ import signal
 from dataclasses import dataclass
 
 from cuda4amd.scan import discover as discovery
-from cuda4amd.scan.workers import forks
+from cuda4amd.scan.workers import forks, usable_cores
 
 #: the targets a walk-ahead takes: those that discover() walks as a tree (a file's folder is found later)
 TREE_KINDS = frozenset({"folder", "site-packages", "venv"})
@@ -44,8 +45,9 @@ class WalkAhead:
 
     @classmethod
     def start(cls, target: str, *, follow_links: bool, jobs: int | None) -> WalkAhead | None:
-        """The walk of ``target`` begun in a child, or None where it is not begun (the scan walks itself)."""
-        if not forks():
+        """The walk of ``target`` begun in a child, or None where it is not begun (the scan walks itself):
+        ``--jobs 1`` asks for one process, and one usable core would only share itself."""
+        if (jobs if jobs is not None else usable_cores()) < 2 or not forks():
             return None
         try:
             walked = discovery.resolve_target(target)
