@@ -139,10 +139,6 @@ def test_a_scan_whose_walk_splits_reports_as_one_process(tmp_path, monkeypatch):
         return parts
 
     monkeypatch.setattr(discovery, "_walk_tree", spy)
-    # the scan walks here, with the read stage's workers (a walk ahead would walk in a child: test_walk_ahead.py)
-    from cuda4amd.scan.walk_ahead import WalkAhead
-
-    monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
 
     def scan(jobs: str) -> dict:
         result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",

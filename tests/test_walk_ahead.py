@@ -2,8 +2,9 @@
 
 Compared field by field with an in-process walk (test_discover_parallel.state) on the tree of awkward cases
 (hard links, symlinks to files and folders, a loop, data-named executables, a FIFO, names that are not
-UTF-8), walked in one process and split over workers; a walk of another target, a child that fails and a
-walk never taken leave the scan to walk itself, and no child behind.
+UTF-8), on a machine of two cores as the tests make it (the walk goes ahead only where it is one
+process's); a walk of another target, a child that fails and a walk never taken leave the scan to walk
+itself, and no child behind.
 """
 from __future__ import annotations
 
@@ -19,9 +20,16 @@ from cuda4amd.cli import main
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan import walk_ahead
 from cuda4amd.scan.walk_ahead import WalkAhead
-from cuda4amd.scan.workers import forks, usable_cores
+from cuda4amd.scan.workers import forks
 
 pytestmark = pytest.mark.skipif(not forks(), reason="the walk goes ahead only where processes fork")
+
+
+@pytest.fixture(autouse=True)
+def two_cores(monkeypatch):
+    """A machine of two usable cores, where the walk is one process's and goes ahead (whatever this one has)."""
+    monkeypatch.setattr("cuda4amd.scan.workers.usable_cores", lambda: 2)
+    monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 2)
 
 
 def reaped(pid: int) -> bool:
@@ -32,28 +40,25 @@ def reaped(pid: int) -> bool:
     return False
 
 
-@pytest.mark.parametrize("jobs", [None, 4])  # None: one walking process on fewer than 4 cores, 4: split
-def test_the_walk_ahead_is_the_walk_the_scan_makes(tmp_path, jobs):
-    if jobs is None and usable_cores() < 2:
-        pytest.skip("one usable core: no walk goes ahead by default")
+def test_the_walk_ahead_is_the_walk_the_scan_makes(tmp_path):
     build_tree(tmp_path / "tree")
     target = discovery.resolve_target(str(tmp_path / "tree"))
-    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=jobs)
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
     assert ahead is not None
-    found = ahead.take(target, False, jobs)
+    found = ahead.take(target, False, None)
     assert found is not None and found.binaries
-    assert state(found) == state(discovery.discover(target, jobs=jobs))
+    assert state(found) == state(discovery.discover(target, jobs=None))
     assert reaped(ahead.pid)
 
 
 def test_a_walk_of_another_tree_or_with_other_options_is_not_taken(tmp_path):
     build_tree(tmp_path / "tree")
     other = discovery.resolve_target(str(FIXTURES / "demo" / "Tool"))
-    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2)
-    assert ahead is not None and ahead.take(other, False, 2) is None and reaped(ahead.pid)
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
+    assert ahead is not None and ahead.take(other, False, None) is None and reaped(ahead.pid)
     same = discovery.resolve_target(str(tmp_path / "tree"))
-    for follow_links, jobs in ((True, 2), (False, None)):
-        ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2)
+    for follow_links, jobs in ((True, None), (False, 3)):
+        ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
         assert ahead is not None and ahead.take(same, follow_links, jobs) is None and reaped(ahead.pid)
 
 
@@ -64,29 +69,35 @@ def test_a_child_that_fails_leaves_the_walk_to_the_scan(tmp_path, monkeypatch):
         raise RuntimeError("the child's walk fails")
 
     monkeypatch.setattr(discovery, "discover", broken)  # the forked child inherits it
-    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2)
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
     assert ahead is not None
-    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 2) is None
+    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, None) is None
     assert reaped(ahead.pid)
 
 
 def test_a_walk_never_taken_is_ended_and_reaped(tmp_path):
     build_tree(tmp_path / "tree")
-    with WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=2) as ahead:
+    with WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None) as ahead:
         pid = ahead.pid
     assert reaped(pid)
     ahead.close()  # twice is harmless
-    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, 2) is None
+    assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, None) is None
 
 
-def test_no_walk_ahead_with_one_process(monkeypatch):
-    """--jobs 1 is the one-process path, and one usable core would only be shared."""
+def test_no_walk_ahead_with_one_process_or_a_split_walk(monkeypatch):
+    """--jobs 1 is the one-process path, one usable core would only be shared, and a walk split over
+    workers (--jobs N, or the default on 4 cores or more) walks in the read stage's workers."""
     tree = str(FIXTURES / "demo" / "Tool")
+    with WalkAhead.start(tree, follow_links=False, jobs=None) as ahead:  # two cores, the default
+        assert ahead is not None
     assert WalkAhead.start(tree, follow_links=False, jobs=1) is None
+    assert WalkAhead.start(tree, follow_links=False, jobs=2) is None
+    monkeypatch.setattr("cuda4amd.scan.workers.usable_cores", lambda: 8)
+    monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 8)
+    assert WalkAhead.start(tree, follow_links=False, jobs=None) is None
+    monkeypatch.setattr("cuda4amd.scan.workers.usable_cores", lambda: 1)
     monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 1)
     assert WalkAhead.start(tree, follow_links=False, jobs=None) is None
-    with WalkAhead.start(tree, follow_links=False, jobs=2) as ahead:  # asked for: two processes
-        assert ahead is not None
 
 
 def test_no_walk_ahead_for_a_single_file_a_wheel_a_missing_target_or_without_fork(tmp_path, monkeypatch):
@@ -113,7 +124,7 @@ def test_a_scan_from_the_command_line_takes_the_walk_ahead_and_reports_as_withou
 
     def scan() -> dict:
         result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",
-                                           "--no-cache", "--jobs", "2"])
+                                           "--no-cache"])
         document = json.loads(result.output)
         document.pop("command")
         return document

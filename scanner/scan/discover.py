@@ -216,7 +216,7 @@ def discover(target: Target, on_file: Callable[[], None] | None = None, *, follo
         _consider_file(target.path, printable(target.path.name), result)
     else:
         inside = None if follow_links else os.path.realpath(target.path)
-        workers = 1 if on_file is not None else _walk_workers(jobs)
+        workers = 1 if on_file is not None else walk_processes(jobs)
         for root in target.roots:
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
             parts = _walk_tree(os.fspath(root), prefix.replace(os.sep, "/"), inside, on_file, workers, executor)
@@ -321,8 +321,8 @@ AUTO_WALK_CORES = 4
 FOLDERS_PER_TASK = 8
 
 
-def _walk_workers(jobs: int | None) -> int:
-    """Processes for a walk. Only where workers fork: a fresh interpreter per
+def walk_processes(jobs: int | None) -> int:
+    """Processes for a walk (1: this process alone). Only where workers fork: a fresh interpreter per
     worker costs more than it saves, and on Windows the listing already
     carries what a file's stat says (os.scandir), so the walk is cheap there."""
     from cuda4amd.scan.workers import forks, usable_cores

@@ -5,8 +5,12 @@ rules and setting the scan up before it walks the tree, on one core; the
 walk is another serial part of every scan (0.09 s for the 13,079 files of a
 real Windows site-packages on 2 cores, where it runs in one process). Where
 processes fork (:func:`cuda4amd.scan.workers.forks`: POSIX, and no other
-thread yet) and the scan may use two processes or more (not ``--jobs 1``,
-not one usable core), the command forks a child first, which walks the
+thread yet), the scan may use two processes or more (not ``--jobs 1``, not
+one usable core) and the walk is one process's
+(:func:`cuda4amd.scan.discover.walk_processes`: the default on fewer than
+four usable cores; a walk split over workers, on more or with ``--jobs
+N``, runs in the workers that read afterwards, one set forked for both),
+the command forks a child first, which walks the
 target exactly as the scan would (:func:`cuda4amd.scan.discover.discover`,
 same target, ``follow_links`` and ``jobs``) and sends its Discovery back
 through a pipe (pickle: our own child, the way the worker processes send
@@ -46,8 +50,9 @@ class WalkAhead:
     @classmethod
     def start(cls, target: str, *, follow_links: bool, jobs: int | None) -> WalkAhead | None:
         """The walk of ``target`` begun in a child, or None where it is not begun (the scan walks itself):
-        ``--jobs 1`` asks for one process, and one usable core would only share itself."""
-        if (jobs if jobs is not None else usable_cores()) < 2 or not forks():
+        ``--jobs 1`` asks for one process, one usable core would only share itself, and a walk split over
+        worker processes runs in the read stage's (one set forked for both, docs/performance.md)."""
+        if (jobs if jobs is not None else usable_cores()) < 2 or discovery.walk_processes(jobs) > 1 or not forks():
             return None
         try:
             walked = discovery.resolve_target(target)
