@@ -23,7 +23,7 @@ from typing import Any, Callable, Iterable
 
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
-from cuda4amd.report.json_format import indented
+from cuda4amd.report.json_format import render as json_text
 
 #: schemas this module reads: /1 reports (saved by earlier versions) compare too
 READABLE_SCAN_SCHEMAS = ("cuda4amd.scan/1", SCAN_SCHEMA)
@@ -298,7 +298,7 @@ def compare(before: dict, after: dict) -> dict:
 # ---------------------------------------------------------------------------
 
 def render_json(diff: dict) -> str:
-    return indented(diff) + "\n"
+    return json_text(diff)
 
 
 def _arrow(change: dict, show=str) -> str:

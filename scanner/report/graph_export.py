@@ -28,7 +28,7 @@ import networkx as nx
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.model import loader_key, platform_of
 from cuda4amd.report import GRAPH_FORMATS
-from cuda4amd.report.json_format import indented
+from cuda4amd.report.json_format import render as json_text
 
 GRAPH_SCHEMA = "cuda4amd.graph/1"
 FORMATS = GRAPH_FORMATS
@@ -197,7 +197,7 @@ def _json(graph: nx.DiGraph) -> str:
         "nodes": [{"id": node, **graph.nodes[node]} for node in sorted(graph.nodes)],
         "edges": [{"source": s, "target": t, **graph.edges[s, t]} for s, t in sorted(graph.edges)],
     }
-    return indented(data) + "\n"
+    return json_text(data)
 
 
 _FILL = {"ready": "#dff5e1", "degraded": "#fff4d6", "blocked": "#ffe1e1", "no-cuda": "#f6f8fa"}
