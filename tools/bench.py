@@ -284,11 +284,11 @@ READERS_TIMEOUT = 150  # seconds: lief alone over a 70,000-file venv is slow
 
 IN_PROCESS_RESCAN = """
 import gc, json, resource, sys, time
-from cuda4amd.cli import GC_ALLOCATIONS
+from cuda4amd.cli import GC_THRESHOLD
 from cuda4amd.report.document import build
 from cuda4amd.rules import load_rules
 from cuda4amd.scan.pipeline import ScanOptions, run_scan
-gc.set_threshold(GC_ALLOCATIONS, 30, 30)  # as the CLI runs a command
+gc.set_threshold(*GC_THRESHOLD)  # as the CLI runs a command
 rules = load_rules()
 # fix.apply._same_scan_again: the options `scan` made (the facts cache on), the host not probed, the scan's rules
 options = ScanOptions(target=sys.argv[1], host="none", follow_links=sys.argv[2] == "1", cache=True)  # as `scan` makes them
