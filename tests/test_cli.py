@@ -158,6 +158,31 @@ def test_download_bar_is_rich_progress_on_stderr(capsys):
     assert "1.0/1.0 MB" in captured.err or "1.0 MB" in captured.err
 
 
+def test_the_entry_point_does_not_free_what_a_command_built_one_object_at_a_time():
+    """The frames of the command that the exit's traceback holds are kept to the end: their objects go
+    with the process (no finalizer runs for them), where a plain call frees them as it returns."""
+    code = """
+import sys
+import cuda4amd.cli as cli
+class Built:
+    def __del__(self):
+        print("freed", flush=True)
+def command():
+    built = Built()
+    sys.exit(3)
+try:
+    command()
+except SystemExit:
+    pass
+print("after a plain call", flush=True)
+cli.main = command
+cli.entry_point()
+"""
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=60, check=False)
+    assert done.returncode == 3, done.stderr
+    assert done.stdout.splitlines() == ["freed", "after a plain call"]
+
+
 def test_the_command_line_leaves_what_a_command_built_to_the_os():
     """The entry point (console script, python -m cuda4amd) freezes the heap as the process ends, so the
     interpreter's shutdown skips the collector's pass over it, and keeps the command's collector threshold,
