@@ -86,3 +86,23 @@ def test_a_framework_load_without_an_amd_route_keeps_a_package_from_ready(tmp_pa
     assert paddle["verdict"] == "partial"
     assert paddle["counts"] == {"basis": "binaries", "ready": 1, "degraded": 0, "blocked": 0}
     assert paddle["summary"] == "1 CUDA binary: 1 ready; what its framework loads by name has no AMD route"
+
+
+def test_owners_are_looked_up_among_the_distributions_of_archives_too(tmp_path, scan):
+    """A binary is owned by the first distribution (by name) that lists it, compared casefolded. The walked
+    binaries' owners are looked up while the workers read, among the tree's distributions; a wheel in the
+    folder adds its own, which list paths below the wheel's name: a folder named like the wheel in
+    another case holds such paths too, and they stay the wheel's distribution's."""
+    import zipfile
+
+    site = tmp_path / "site-packages"
+    install(site, "alpha", "1.0", {"alpha/plain.dll": FIXTURES / "pe" / "plain.dll"})
+    (site / "Beta.WHL" / "x").mkdir(parents=True)
+    shutil.copy(FIXTURES / "pe" / "plain.dll", site / "Beta.WHL" / "x" / "plain.dll")
+    with zipfile.ZipFile(site / "beta.whl", "w") as wheel:
+        wheel.write(FIXTURES / "pe" / "plain.dll", "x/plain.dll")
+        wheel.writestr("beta-1.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: beta\nVersion: 1.0\n")
+        wheel.writestr("beta-1.0.dist-info/RECORD", "x/plain.dll,,\nbeta-1.0.dist-info/METADATA,,\n")
+    for jobs in (1, 2):
+        owners = {b["path"]: b["distribution"] for b in scan(site, jobs=jobs)["binaries"]}
+        assert owners == {"alpha/plain.dll": "alpha", "Beta.WHL/x/plain.dll": "beta", "beta.whl/x/plain.dll": "beta"}
