@@ -89,10 +89,9 @@ def test_a_framework_load_without_an_amd_route_keeps_a_package_from_ready(tmp_pa
 
 
 def test_owners_are_looked_up_among_the_distributions_of_archives_too(tmp_path, scan):
-    """A binary is owned by the first distribution (by name) that lists it, compared casefolded. The walked
-    binaries' owners are looked up while the workers read, among the tree's distributions; a wheel in the
-    folder adds its own, which list paths below the wheel's name: a folder named like the wheel in
-    another case holds such paths too, and they stay the wheel's distribution's."""
+    """A binary is owned by the first distribution (by name) that lists it, compared casefolded, among the
+    tree's and those of the wheels in it, which list paths below the wheel's name: a folder named like the
+    wheel in another case holds such paths too, and they are the wheel's distribution's."""
     import zipfile
 
     site = tmp_path / "site-packages"

@@ -125,9 +125,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         focus = _focus(target, found) if target.kind == "file" else None
         timings["discover"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        binaries, read_errors, installed, walked_owners = _read_stage(walked, target, found, focus, options, progress,
-                                                                      inspector, rules, host_report, workers)
-    distributions = list(installed())
+        binaries, read_errors, installed = _read_stage(walked, target, found, focus, options, progress, inspector,
+                                                       rules, host_report, workers)
+    distributions = installed()
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
         archives, archive_errors = _archives_in(walked, found)
@@ -144,12 +144,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     clock = time.perf_counter()
     frameworks = rules.frameworks if distributions else ()
     if distributions:
-        # the walked binaries' owners were looked up while the workers read, among the tree's distributions;
-        # the distributions of archives in a folder, if any, may list them too (compared casefolded)
-        asked, owners = walked_owners() if len(distributions) == len(installed()) else (frozenset(), {})
-        rest = [binary.path for binary in binaries if binary.path not in asked]
-        if rest:
-            owners = {**owners, **owners_of(distributions, rest)}
+        owners = owners_of(distributions, [binary.path for binary in binaries])
         for binary in binaries:
             binary.distribution = owners.get(binary.path)
     reach = _reach(binaries, distributions, frameworks)
@@ -280,17 +275,15 @@ def _shared_workers(walked: discovery.Target, options: ScanOptions, inspector: P
 def _read_stage(walked: discovery.Target, target: discovery.Target, found: discovery.Discovery,
                 focus: str | None, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
                 rules: RuleSet, host_report: Callable[[], tuple[HostReport | None, str, bool]], workers: ReadPool | None):
-    """(binaries, errors, the distributions to come, the owners of the walked binaries to come): what the
-    scan reads. What analysis needs besides the facts (this machine, the distributions, which of them
-    installed each binary found, the release tables) is made while the workers read: this process would
-    only wait. The owners come as (the paths looked up, path -> distribution name for those one lists)."""
+    """(binaries, errors, the distributions to come): what the scan reads.
+    What analysis needs besides the facts (this machine, the distributions,
+    the release tables) is made while the workers read: this process would
+    only wait."""
     installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
-    paths = [binary.path for binary in found.binaries] if focus is None else []
-    walked_owners = cache(lambda: (frozenset(paths), owners_of(installed(), paths) if installed() else {}))
 
     def meanwhile() -> None:
         host_report()
-        walked_owners()
+        installed()
         _releases_parsed(rules)
 
     if focus is None:
@@ -299,7 +292,7 @@ def _read_stage(walked: discovery.Target, target: discovery.Target, found: disco
     else:
         binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
         _check_focus_read(target, focus, read_errors)
-    return binaries, read_errors, installed, walked_owners
+    return binaries, read_errors, installed
 
 
 def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
