@@ -63,15 +63,21 @@ def test_ab_bench_stops_when_a_build_fails(tmp_path):
     assert "build B exited 70" in done.stderr
 
 
-def test_bench_says_whether_the_package_has_its_bytecode(tmp_path):
-    """Without bytecode, where Python may not write it, every run compiles the sources: the table says so."""
-    import py_compile
-
+def bench_module():
+    """tools/bench.py imported as a module (tools/ is not a package)."""
     sys.path.insert(0, str(REPO / "tools"))
     try:
         import bench
     finally:
         sys.path.remove(str(REPO / "tools"))
+    return bench
+
+
+def test_bench_says_whether_the_package_has_its_bytecode(tmp_path):
+    """Without bytecode, where Python may not write it, every run compiles the sources: the table says so."""
+    import py_compile
+
+    bench = bench_module()
     package = tmp_path / "cuda4amd"
     package.mkdir()
     (package / "__init__.py").write_text("")
@@ -87,11 +93,7 @@ def test_bench_says_whether_the_package_has_its_bytecode(tmp_path):
 def test_bench_tells_the_runs_that_read_the_disk_from_those_that_did_not():
     """A warm row's runs with major page faults waited on the disk: the table counts them, and keeps apart
     the runs served from the page cache alone (what the warm goals mean)."""
-    sys.path.insert(0, str(REPO / "tools"))
-    try:
-        import bench
-    finally:
-        sys.path.remove(str(REPO / "tools"))
+    bench = bench_module()
     runs = bench.Runs(wall=[0.5, 2.0, 0.7, 0.6], faults=[0, 120, 0, 3])
     assert runs.disk() == "123 in 2 of 4 runs"
     warm = runs.from_memory()
