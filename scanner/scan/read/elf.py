@@ -21,6 +21,7 @@ import struct
 
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
 from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
+from cuda4amd.scan.read.pages import Pages
 
 EM_NAMES = {
     3: "x86",
@@ -290,7 +291,9 @@ class _Elf:
 
 
 def read_elf(v: BinView, exports: bool = True) -> BinaryInfo:
-    """``exports=False``: the defined symbols' names are not read (BinaryInfo.exports stays empty)."""
+    """``exports=False``: the defined symbols' names are not read (BinaryInfo.exports stays empty).
+    Of a mapped file, the symbol tables are asked for whole once their place is known
+    (:func:`_dynamic_symbols`; engine.read_buffer reads the headers without read-around)."""
     e = _Elf(v)
     has_interp = any(p[0] == PT_INTERP for p in e.phdrs)
     kind = {ET_REL: "relocatable", ET_EXEC: "executable", ET_CORE: "core"}.get(e.e_type)
@@ -438,6 +441,11 @@ def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]], with_exports: bool = T
     ent = 24 if e.bits == 64 else 16
     if count > MAX_SYMBOLS:
         raise MalformedBinary(f"dynamic symbol table claims {count} symbols (more than {MAX_SYMBOLS})")
+    # read below, each whole: asked for at once, not page by page (engine._read_view); the names as far
+    # as DT_STRSZ says (str_end is the end of their segment, up to which ld.so reads a name)
+    names_size = min(dict(dyn).get(DT_STRSZ, 0), str_end - str_start)
+    Pages(v.buf).ask([(sym_off, sym_off + count * ent), (str_start, str_start + names_size),
+                      *([(versym_off, versym_off + 2 * count)] if versym_off is not None else [])])
     v.check(sym_off, count * ent, "dynamic symbol table")
     fmt = "IBBHQQ" if e.bits == 64 else "IIIBBH"
     ver_file: dict[int, str] = {}

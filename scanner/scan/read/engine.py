@@ -22,6 +22,7 @@ from typing import BinaryIO, Iterator
 
 from cuda4amd.model import BinaryInfo
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
+from cuda4amd.scan.read.pages import Pages
 from cuda4amd.scan.read.sniff import SNIFF_BYTES, misplaced_pe_header, sniff, sniff_file
 
 __all__ = [
@@ -47,8 +48,23 @@ EMPTY = "empty file (0 bytes): not a PE or ELF binary"
 
 
 def _read_view(buf, exports: bool = True) -> BinaryInfo:
+    """The fast readers over ``buf``. A big mapped ELF file's headers and tables are read with
+    ``MADV_RANDOM``: otherwise the kernel reads around each page they touch as it does for a program's
+    code, 8 MiB at a time on the disks of this machine and the device machine, and the device's cold
+    scan read 1.6 GiB for headers of a few pages each (docs/performance.md); the reader asks for the
+    tables it reads instead. A PE file's headers, section table and import tables sit together in its
+    first pages and its .rdata, which read-around serves: only its first page is read without."""
     if len(buf) == 0:
         raise MalformedBinary(EMPTY)
+    pages = Pages(buf)
+    pages.advise(0, pages.size, "MADV_RANDOM")
+    try:
+        return _read_format(buf, exports, pages)
+    finally:
+        pages.advise(0, pages.size, "MADV_NORMAL")  # the searches that follow read sections through
+
+
+def _read_format(buf, exports: bool, pages: Pages) -> BinaryInfo:
     kind = sniff(bytes(buf[:SNIFF_BYTES]))
     if kind is None and buf[:2] == b"MZ" and len(buf) >= 0x40:
         (e_lfanew,) = struct.unpack_from("<I", buf, 0x3C)
@@ -57,6 +73,7 @@ def _read_view(buf, exports: bool = True) -> BinaryInfo:
     if kind == "PE":
         from cuda4amd.scan.read.pe import read_pe
 
+        pages.advise(0, pages.size, "MADV_NORMAL")
         return read_pe(BinView(buf), exports)
     if kind == "ELF":
         from cuda4amd.scan.read.elf import read_elf

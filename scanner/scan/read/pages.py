@@ -8,12 +8,23 @@ read-only views of files (``ACCESS_READ``, never privately modified), so
 ``MADV_DONTNEED`` only drops them from the process: a page touched again is
 mapped again from the page cache, with the file's bytes. Where there is no
 ``madvise`` (Windows) or the buffer is not a mapping, nothing is done.
+
+A walk from header to header of a file that is not in the page cache reads
+the disk one page fault at a time; :meth:`Pages.ask` asks for many such
+pages at once (``MADV_WILLNEED``), and :func:`disk_faults` tells a walk
+whether it is reading the disk at all.
 """
 from __future__ import annotations
 
 import mmap
+from typing import Iterable
 
-__all__ = ["CHUNK", "Pages"]
+try:
+    import resource
+except ImportError:  # Windows: no page faults counted, and no madvise either
+    resource = None  # type: ignore[assignment]
+
+__all__ = ["CHUNK", "Pages", "disk_faults"]
 
 #: Bytes a search reads before it hands back what lies behind it.
 CHUNK = 8 << 20
@@ -47,12 +58,42 @@ class Pages:
             except (OSError, ValueError):
                 self.enabled = False
 
+    def advisable(self, start: int, end: int) -> bool:
+        """Whether :meth:`advise` advises [start, end): a range of more than CHUNK bytes of a mapping."""
+        return self.enabled and end - start > CHUNK
+
     def advise(self, start: int, end: int, advice: str) -> None:
         """``madvise`` [start, end) with the named advice (``MADV_RANDOM``,
         ``MADV_NORMAL``), for ranges of more than CHUNK bytes."""
-        if self.enabled and end - start > CHUNK:
+        if self.advisable(start, end):
             a = start - start % mmap.PAGESIZE
             try:
                 self.buf.madvise(getattr(mmap, advice), a, end - a)
             except (OSError, ValueError):
                 pass
+
+    def ask(self, ranges: Iterable[tuple[int, int]]) -> None:
+        """Ask for the pages that hold each [start, end) (``MADV_WILLNEED``, one call per run of adjacent
+        pages): the kernel starts reading all of them from the disk at once, where touching them one
+        after another would wait for each in turn."""
+        if not self.enabled or not hasattr(mmap, "MADV_WILLNEED"):
+            return
+        page = mmap.PAGESIZE
+        runs: list[list[int]] = []  # [first page, last page + 1], merged where they touch
+        for first, last in sorted((max(0, a) // page, (min(b, self.size) - 1) // page + 1) for a, b in ranges
+                                  if b > a and a < self.size):
+            if runs and first <= runs[-1][1]:
+                runs[-1][1] = max(runs[-1][1], last)
+            else:
+                runs.append([first, last])
+        for first, last in runs:
+            try:
+                self.buf.madvise(mmap.MADV_WILLNEED, first * page, min(last * page, self.size) - first * page)
+            except (OSError, ValueError):
+                return
+
+
+def disk_faults() -> int:
+    """This process's page faults so far that had to read the disk (major faults); 0 where the OS
+    does not count them (Windows)."""
+    return resource.getrusage(resource.RUSAGE_SELF).ru_majflt if resource is not None else 0
