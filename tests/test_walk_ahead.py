@@ -133,3 +133,45 @@ def test_a_scan_from_the_command_line_takes_the_walk_ahead_and_reports_as_withou
     monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
     assert scan() == ahead
     assert taken == [True]
+
+
+def test_while_the_child_walks_the_scan_makes_what_needs_no_walk(tmp_path, monkeypatch):
+    """walking() is a poll of the child's pipe; a scan that finds the child still walking probes the host,
+    finds the distributions and parses the release tables first (a re-scan reads no file: these would
+    otherwise come after the walk), and reports as without the walk ahead."""
+    import time
+
+    from cuda4amd.scan import pipeline
+
+    build_tree(tmp_path / "tree")
+    walk = discovery.discover
+
+    def slow(*args, **kwargs):
+        time.sleep(0.5)
+        return walk(*args, **kwargs)
+
+    monkeypatch.setattr(discovery, "discover", slow)  # the forked child inherits it
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
+    assert ahead is not None and ahead.walking()
+    monkeypatch.setattr(discovery, "discover", walk)
+    order: list[str] = []
+    find, take = pipeline.find_distributions, WalkAhead.take
+    monkeypatch.setattr(pipeline, "find_distributions", lambda *a, **k: (order.append("distributions"), find(*a, **k))[1])
+    monkeypatch.setattr(WalkAhead, "take", lambda self, *a: (order.append("take"), take(self, *a))[1])
+    options = pipeline.ScanOptions(target=str(tmp_path / "tree"), host="none", cache=False)
+    with ahead:
+        result = pipeline.run_scan(options, walk_ahead=ahead)
+    assert order == ["distributions", "take"] and not ahead.walking() and reaped(ahead.pid)
+    order.clear()
+    alone = pipeline.run_scan(options)
+    assert order == ["distributions"]
+    assert (result.verdicts, result.binaries, result.edges, result.errors) == (alone.verdicts, alone.binaries,
+                                                                              alone.edges, alone.errors)
+
+    done = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
+    assert done is not None
+    deadline = time.monotonic() + 30
+    while done.walking() and time.monotonic() < deadline:  # a small tree's walk ends: then it is taken at once
+        time.sleep(0.01)
+    assert not done.walking()
+    done.close()

@@ -112,10 +112,21 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         host_report()
 
     inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
+    installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
+
+    def meanwhile() -> None:
+        """What analysis needs besides the facts (this machine, the distributions, the release tables):
+        made while this process would only wait, on the walk ahead or on the workers that read."""
+        host_report()
+        installed()
+        _releases_parsed(rules)
+
     # A single binary is scanned with its folder, its application directory:
     # the libraries it loads from there decide its verdict too.
     walked = _application_folder(target) if target.kind == "file" else target
     with _shared_workers(walked, options, inspector) as workers:
+        if walk_ahead is not None and walk_ahead.walking():
+            meanwhile()  # a re-scan reads no file: this would come after the walk, one part after another
         clock = time.perf_counter()
         progress.discovering()
         found = walk_ahead.take(walked, options.follow_links, options.jobs) if walk_ahead is not None else None
@@ -125,8 +136,8 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         focus = _focus(target, found) if target.kind == "file" else None
         timings["discover"] = time.perf_counter() - clock
         clock = time.perf_counter()
-        binaries, read_errors, installed = _read_stage(walked, target, found, focus, options, progress, inspector,
-                                                       rules, host_report, workers)
+        binaries, read_errors = _read_stage(walked, target, found, focus, options, progress, inspector, rules,
+                                            meanwhile, workers)
     distributions = installed()
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
@@ -274,25 +285,14 @@ def _shared_workers(walked: discovery.Target, options: ScanOptions, inspector: P
 
 def _read_stage(walked: discovery.Target, target: discovery.Target, found: discovery.Discovery,
                 focus: str | None, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
-                rules: RuleSet, host_report: Callable[[], tuple[HostReport | None, str, bool]], workers: ReadPool | None):
-    """(binaries, errors, the distributions to come): what the scan reads.
-    What analysis needs besides the facts (this machine, the distributions,
-    the release tables) is made while the workers read: this process would
-    only wait."""
-    installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
-
-    def meanwhile() -> None:
-        host_report()
-        installed()
-        _releases_parsed(rules)
-
+                rules: RuleSet, meanwhile: Callable[[], None], workers: ReadPool | None):
+    """(binaries, errors): what the scan reads; ``meanwhile`` is run while the workers read, if any do."""
     if focus is None:
         progress.reading(len(found.binaries))
-        binaries, read_errors = _read_found(walked, found, options, progress.advance, inspector, meanwhile, workers)
-    else:
-        binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
-        _check_focus_read(target, focus, read_errors)
-    return binaries, read_errors, installed
+        return _read_found(walked, found, options, progress.advance, inspector, meanwhile, workers)
+    binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
+    _check_focus_read(target, focus, read_errors)
+    return binaries, read_errors
 
 
 def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,

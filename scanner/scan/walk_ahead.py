@@ -15,6 +15,10 @@ target exactly as the scan would (:func:`cuda4amd.scan.discover.discover`,
 same target, ``follow_links`` and ``jobs``) and sends its Discovery back
 through a pipe (pickle: our own child, the way the worker processes send
 theirs); the scan takes that instead of walking (docs/performance.md).
+Finding the child still walking (:meth:`WalkAhead.walking`), the scan first
+makes what needs no walk (the host, the distributions, the release tables:
+:func:`cuda4amd.scan.pipeline.run_scan`), which a re-scan, reading no file,
+would otherwise make after it.
 
 The child's Discovery is the one the scan would have made: the same
 function over the same tree, a moment earlier. Anything else — no fork,
@@ -27,6 +31,7 @@ from __future__ import annotations
 
 import os
 import pickle
+import select
 import signal
 from dataclasses import dataclass
 
@@ -72,6 +77,16 @@ class WalkAhead:
             _walk_in_child(write_end, walked, follow_links, jobs)
         os.close(write_end)
         return cls(pid, read_end, walked, follow_links, jobs)
+
+    def walking(self) -> bool:
+        """Whether the child is still walking: its pipe has neither data nor its end yet (a poll, no wait)."""
+        if self.pipe < 0:
+            return False
+        try:
+            ready, _, _ = select.select([self.pipe], [], [], 0)
+        except (OSError, ValueError):
+            return False
+        return not ready
 
     def take(self, walked: discovery.Target, follow_links: bool, jobs: int | None) -> discovery.Discovery | None:
         """The child's Discovery if it walked ``walked`` as asked, else None; the child is reaped either way."""
