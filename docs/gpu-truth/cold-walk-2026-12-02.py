@@ -1,4 +1,4 @@
-"""The prototype behind cold-walk-device-2026-12-02-0146.txt (docs/performance.md, 2026-12-02 "a cold scan reads
+"""The prototype behind cold-walk-device-2026-12-02-0150.txt (docs/performance.md, 2026-12-02 "a cold scan reads
 what it needs"): one binary's fat binary walk after drop_caches (root), plain and with its container and entry
 headers asked for ahead a round at a time (MADV_WILLNEED), container starts from the PE/ELF wrapper records.
 What became fatbin._Scan._ask_ahead; kept as the provenance of those figures, not a tool.
