@@ -615,6 +615,19 @@ def _image_base(buf, size: int) -> int:
     raise MalformedBinary(f"unknown PE optional header magic {magic:#x}")
 
 
+def _wrapper_format(buf, info: BinaryInfo) -> tuple[str, int, struct.Struct, bytes]:
+    """How the file's wrapper records are written: (byte order, what their pointers count from (PE:
+    ImageBase, ELF: 0), the pointer's struct, the magic's bytes); MalformedBinary for a PE file whose
+    optional header cannot be read."""
+    size = len(buf)
+    if info.format == "PE":
+        endian, base = "<", _image_base(buf, size)
+    else:
+        endian, base = (">" if size > 5 and buf[5] == 2 else "<"), 0
+    ptr = struct.Struct(endian + ("Q" if info.bits == 64 else "I"))
+    return endian, base, ptr, struct.pack(endian + "I", WRAPPER_MAGIC)
+
+
 def _wrapper_targets(buf, info: BinaryInfo, section: Section, start: int, end: int) -> list[int]:
     """The file offsets in [start, end) of ``section`` that its wrapper records point at: where the
     containers the runtime registers start (``_follow_wrappers`` reads the same records with every check).
@@ -622,16 +635,10 @@ def _wrapper_targets(buf, info: BinaryInfo, section: Section, start: int, end: i
     size = len(buf)
     if not section.virtual_address:
         return []
-    ptr_size = 8 if info.bits == 64 else 4
-    if info.format == "PE":
-        try:
-            endian, base = "<", _image_base(buf, size)
-        except MalformedBinary:
-            return []
-    else:
-        endian, base = (">" if size > 5 and buf[5] == 2 else "<"), 0
-    ptr = struct.Struct(endian + ("Q" if ptr_size == 8 else "I"))
-    wmagic = struct.pack(endian + "I", WRAPPER_MAGIC)
+    try:
+        _endian, base, ptr, wmagic = _wrapper_format(buf, info)
+    except MalformedBinary:
+        return []
     targets: list[int] = []
     for w in info.sections:
         if w.name not in WRAPPER_SECTIONS:
@@ -639,7 +646,7 @@ def _wrapper_targets(buf, info: BinaryInfo, section: Section, start: int, end: i
         pos, wend = _extent(w, size, strict=False)
         while len(targets) < MAX_WRAPPERS:
             hit = buf.find(wmagic, pos, wend)
-            if hit < 0 or hit + 8 + ptr_size > wend:
+            if hit < 0 or hit + 8 + ptr.size > wend:
                 break
             pos = hit + 4
             offset = start + ptr.unpack_from(buf, hit + 8)[0] - base - section.virtual_address
@@ -653,16 +660,8 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
     wrappers = [s for s in info.sections if s.name in WRAPPER_SECTIONS]
     if not wrappers:
         return
-    ptr_size = 8 if info.bits == 64 else 4
-    record = 8 + 2 * ptr_size
-    if info.format == "PE":
-        endian = "<"
-        base = _image_base(buf, size)
-    else:
-        endian = ">" if size > 5 and buf[5] == 2 else "<"
-        base = 0
-    ptr = struct.Struct(endian + ("Q" if ptr_size == 8 else "I"))
-    wmagic = struct.pack(endian + "I", WRAPPER_MAGIC)
+    endian, base, ptr, wmagic = _wrapper_format(buf, info)
+    record = 8 + 2 * ptr.size
     # Address map over sections with file data, sorted by address (first of equal wins).
     spans: dict[int, tuple[int, int, int, str]] = {}
     for idx, s in enumerate(info.sections):
