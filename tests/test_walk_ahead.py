@@ -2,14 +2,15 @@
 
 Compared field by field with an in-process walk (test_discover_parallel.state) on the tree of awkward cases
 (hard links, symlinks to files and folders, a loop, data-named executables, a FIFO, names that are not
-UTF-8), on a machine of two cores as the tests make it (the walk goes ahead only where it is one
-process's); a walk of another target, a child that fails and a walk never taken leave the scan to walk
-itself, and no child behind.
+UTF-8), on a machine of two cores as the tests make it (a walk in one process), and of eight (a walk
+that the child splits over workers of its own); a walk of another target, a child that fails and a
+walk never taken leave the scan to walk itself, and no child or walk worker behind.
 """
 from __future__ import annotations
 
 import json
 import os
+import time
 
 import pytest
 from click.testing import CliRunner
@@ -84,20 +85,118 @@ def test_a_walk_never_taken_is_ended_and_reaped(tmp_path):
     assert ahead.take(discovery.resolve_target(str(tmp_path / "tree")), False, None) is None
 
 
-def test_no_walk_ahead_with_one_process_or_a_split_walk(monkeypatch):
-    """--jobs 1 is the one-process path, one usable core would only be shared, and a walk split over
-    workers (--jobs N, or the default on 4 cores or more) walks in the read stage's workers."""
+def cores(monkeypatch, count: int) -> None:
+    monkeypatch.setattr("cuda4amd.scan.workers.usable_cores", lambda: count)
+    monkeypatch.setattr(walk_ahead, "usable_cores", lambda: count)
+
+
+def test_no_walk_ahead_with_one_process(monkeypatch):
+    """--jobs 1 is the one-process path, and one usable core would only be shared; two processes or
+    more walk ahead, a walk split over workers too (the default on 4 cores or more, or --jobs N)."""
     tree = str(FIXTURES / "demo" / "Tool")
-    with WalkAhead.start(tree, follow_links=False, jobs=None) as ahead:  # two cores, the default
-        assert ahead is not None
     assert WalkAhead.start(tree, follow_links=False, jobs=1) is None
-    assert WalkAhead.start(tree, follow_links=False, jobs=2) is None
-    monkeypatch.setattr("cuda4amd.scan.workers.usable_cores", lambda: 8)
-    monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 8)
+    for jobs, count in ((None, 2), (2, 2), (None, 8), (3, 8)):
+        cores(monkeypatch, count)
+        with WalkAhead.start(tree, follow_links=False, jobs=jobs) as ahead:
+            assert ahead is not None
+    cores(monkeypatch, 1)
     assert WalkAhead.start(tree, follow_links=False, jobs=None) is None
-    monkeypatch.setattr("cuda4amd.scan.workers.usable_cores", lambda: 1)
-    monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 1)
-    assert WalkAhead.start(tree, follow_links=False, jobs=None) is None
+
+
+#: where recording_walk_parts notes the process of each walk task (set by the tests that use it)
+WALK_TASKS = "CUDA4AMD_TEST_WALK_TASKS"
+real_walk_parts = discovery._walk_parts
+
+
+def recording_walk_parts(*args, **kwargs):
+    """discovery._walk_parts, noting which process runs each task (and waiting first, where asked):
+    a module-level function, so a walk task that names it pickles."""
+    with open(os.environ[WALK_TASKS], "a") as out:
+        out.write(f"{os.getpid()}\n")
+    time.sleep(float(os.environ.get("CUDA4AMD_TEST_WALK_WAIT", "0")))
+    return real_walk_parts(*args, **kwargs)
+
+
+@pytest.fixture
+def split_walk(tmp_path, monkeypatch):
+    """Eight cores, a walk split whatever the tree's size, its tasks recorded: the file that lists their pids."""
+    cores(monkeypatch, 8)
+    monkeypatch.setattr(discovery, "PARALLEL_WALK_ENTRIES", 0)  # the forked child inherits both
+    monkeypatch.setattr(discovery, "_walk_parts", recording_walk_parts)
+    tasks = tmp_path / "walk-tasks"
+    monkeypatch.setenv(WALK_TASKS, str(tasks))
+    return tasks
+
+
+def test_a_split_walk_ahead_is_the_walk_the_scan_makes(tmp_path, split_walk):
+    build_tree(tmp_path / "tree")
+    target = discovery.resolve_target(str(tmp_path / "tree"))
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
+    assert ahead is not None
+    found = ahead.take(target, False, None)
+    assert found is not None and found.binaries and reaped(ahead.pid)
+    walkers = set(split_walk.read_text().split())
+    assert walkers and str(ahead.pid) not in walkers and str(os.getpid()) not in walkers  # the child's workers
+    split_walk.unlink()
+    assert state(found) == state(discovery.discover(target, jobs=None))
+
+
+def test_a_scan_from_the_command_line_with_a_split_walk_ahead_reports_as_without_it(tmp_path, split_walk,
+                                                                                   monkeypatch):
+    build_tree(tmp_path / "tree")
+    taken = []
+    real_take = WalkAhead.take
+
+    def take(self, *args):
+        found = real_take(self, *args)
+        taken.append((found is not None, self.pid))
+        return found
+
+    monkeypatch.setattr(WalkAhead, "take", take)
+
+    def scan() -> dict:
+        result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",
+                                           "--no-cache"])
+        document = json.loads(result.output)
+        document.pop("command")
+        return document
+
+    ahead = scan()
+    assert [ok for ok, _ in taken] == [True]
+    walkers = set(split_walk.read_text().split())
+    assert walkers and str(taken[0][1]) not in walkers and str(os.getpid()) not in walkers  # the child's workers
+    monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
+    assert scan() == ahead
+
+
+def live(pid: int) -> bool:
+    """Whether process ``pid`` runs (a zombie, dead but not reaped by whoever adopted it, does not)."""
+    try:
+        with open(f"/proc/{pid}/stat") as stat:
+            return stat.read().rsplit(")", 1)[1].split()[0] != "Z"
+    except OSError:
+        return False
+
+
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="processes are looked up in /proc")
+def test_a_split_walk_never_taken_leaves_no_worker_behind(tmp_path, split_walk, monkeypatch):
+    """close() kills the child's process group: its walk workers, which would otherwise wait for work from
+    a child that is gone, with it."""
+    build_tree(tmp_path / "tree")
+    monkeypatch.setenv("CUDA4AMD_TEST_WALK_WAIT", "30")
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
+    assert ahead is not None
+    deadline = time.monotonic() + 30
+    while not (split_walk.exists() and split_walk.read_text().split()) and time.monotonic() < deadline:
+        time.sleep(0.01)  # until a worker has begun a task
+    walkers = {int(pid) for pid in split_walk.read_text().split()}
+    assert walkers and all(live(pid) for pid in walkers)
+    ahead.close()
+    assert reaped(ahead.pid)
+    deadline = time.monotonic() + 10
+    while any(live(pid) for pid in walkers) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    assert not any(live(pid) for pid in walkers)
 
 
 def test_no_walk_ahead_for_a_single_file_a_wheel_a_missing_target_or_without_fork(tmp_path, monkeypatch):
@@ -139,7 +238,6 @@ def test_while_the_child_walks_the_scan_makes_what_needs_no_walk(tmp_path, monke
     """walking() is a poll of the child's pipe; a scan that finds the child still walking probes the host,
     finds the distributions and parses the release tables first (a re-scan reads no file: these would
     otherwise come after the walk), and reports as without the walk ahead."""
-    import time
 
     from cuda4amd.scan import pipeline
 

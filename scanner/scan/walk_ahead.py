@@ -1,22 +1,21 @@
 """The tree walk begun in a forked child while the command line's start-up goes on.
 
-`cuda4amd scan` spends 0.07-0.13 s importing the pipeline, loading the
+`cuda4amd scan` spends 0.07-0.15 s importing the pipeline, loading the
 rules and setting the scan up before it walks the tree, on one core; the
 walk is another serial part of every scan (0.09 s for the 13,079 files of a
-real Windows site-packages on 2 cores, where it runs in one process). Where
-processes fork (:func:`cuda4amd.scan.workers.forks`: POSIX, and no other
-thread yet), the scan may use two processes or more (not ``--jobs 1``, not
-one usable core) and the walk is one process's
-(:func:`cuda4amd.scan.discover.walk_processes`: the default on fewer than
-four usable cores; a walk split over workers, on more or with ``--jobs
-N``, runs in the workers that read afterwards, one set forked for both),
-the command forks a child first, which walks the
+real Windows site-packages on 2 cores, where it runs in one process; 0.13-0.26 s
+for the 68,937 files of a 16-core device's venv, split over 16 workers).
+Where processes fork (:func:`cuda4amd.scan.workers.forks`: POSIX, and no
+other thread yet) and the scan may use two processes or more (not ``--jobs
+1``, not one usable core), the command forks a child first, which walks the
 target exactly as the scan would (:func:`cuda4amd.scan.discover.discover`,
-same target, ``follow_links`` and ``jobs``) and sends its Discovery back
-through a pipe (pickle: our own child, the way the worker processes send
-theirs); the scan takes that instead of walking (docs/performance.md).
-Finding the child still walking (:meth:`WalkAhead.walking`), the scan first
-makes what needs no walk (the host, the distributions, the release tables:
+same target, ``follow_links`` and ``jobs``: one process's walk on fewer
+than four usable cores, else a walk split over worker processes that the
+child forks for it) and sends its Discovery back through a pipe (pickle:
+our own child, the way the worker processes send theirs); the scan takes
+that instead of walking (docs/performance.md). Finding the child still
+walking (:meth:`WalkAhead.walking`), the scan first makes what needs no walk
+(the host, the distributions, the release tables:
 :func:`cuda4amd.scan.pipeline.run_scan`), which a re-scan, reading no file,
 would otherwise make after it.
 
@@ -24,8 +23,10 @@ The child's Discovery is the one the scan would have made: the same
 function over the same tree, a moment earlier. Anything else — no fork,
 a target that is not a folder tree, a child that fails or dies, a broken
 pipe, a walk of another target — and the scan walks in its own process as
-it always did. Ctrl-C from the terminal reaches the child too, which has
-the default action for it; a walk never taken is killed and reaped.
+it always did. The child leads a process group of its own, which its walk
+workers join: a walk never taken (the scan stopped first, Ctrl-C among the
+reasons) is ended by killing that group, so no worker of it is left
+waiting for work from a child that is gone, and the child is reaped.
 """
 from __future__ import annotations
 
@@ -55,9 +56,8 @@ class WalkAhead:
     @classmethod
     def start(cls, target: str, *, follow_links: bool, jobs: int | None) -> WalkAhead | None:
         """The walk of ``target`` begun in a child, or None where it is not begun (the scan walks itself):
-        ``--jobs 1`` asks for one process, one usable core would only share itself, and a walk split over
-        worker processes runs in the read stage's (one set forked for both, docs/performance.md)."""
-        if (jobs if jobs is not None else usable_cores()) < 2 or discovery.walk_processes(jobs) > 1 or not forks():
+        ``--jobs 1`` asks for one process, and one usable core would only share itself."""
+        if (jobs if jobs is not None else usable_cores()) < 2 or not forks():
             return None
         try:
             walked = discovery.resolve_target(target)
@@ -76,6 +76,7 @@ class WalkAhead:
             os.close(read_end)
             _walk_in_child(write_end, walked, follow_links, jobs)
         os.close(write_end)
+        _own_group(pid)  # here as well as in the child: whichever runs first, close() finds the group
         return cls(pid, read_end, walked, follow_links, jobs)
 
     def walking(self) -> bool:
@@ -109,15 +110,18 @@ class WalkAhead:
         return found if isinstance(found, discovery.Discovery) and found.target == walked else None
 
     def close(self) -> None:
-        """End a walk that was not taken: the child is killed and reaped."""
+        """End a walk that was not taken: the child and its walk workers are killed, the child reaped."""
         if self.pipe < 0:
             return
         os.close(self.pipe)
         self.pipe = -1
         try:
-            os.kill(self.pid, signal.SIGKILL)
+            os.killpg(self.pid, signal.SIGKILL)
         except OSError:
-            pass  # it had finished
+            try:  # no group (setpgid refused): the child alone
+                os.kill(self.pid, signal.SIGKILL)
+            except OSError:
+                pass  # it had finished
         self._reap()
 
     def _reap(self) -> None:
@@ -133,11 +137,20 @@ class WalkAhead:
         self.close()
 
 
+def _own_group(pid: int) -> None:
+    """Make ``pid`` lead a process group of its own (the walk workers it forks join it)."""
+    try:
+        os.setpgid(pid, pid)
+    except OSError:
+        pass  # the child has exited already, or the system refuses: close() then kills the child alone
+
+
 def _walk_in_child(write_end: int, walked: discovery.Target, follow_links: bool, jobs: int | None) -> None:
     """The child's whole life: walk, write, exit (never return into the command, never run its exit handlers)."""
     status = 1
     try:
-        # Ctrl-C ends the child at once, not by an exception into the command's code it was forked from
+        _own_group(0)
+        # a signal ends the child at once, not by an exception into the command's code it was forked from
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         found = discovery.discover(walked, follow_links=follow_links, jobs=jobs)
         with os.fdopen(write_end, "wb") as pipe:
