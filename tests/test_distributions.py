@@ -468,3 +468,69 @@ def test_owners_are_the_first_distribution_of_each_path(specs, asked):
             every.setdefault(distributions._key(path), dist.name)
     expected = {path: every[distributions._key(path)] for path in asked if distributions._key(path) in every}
     assert owners_of(dists, asked) == expected
+
+
+# ---------------------------------------------------------------------------
+# owners in a scan
+# ---------------------------------------------------------------------------
+@pytest.mark.parametrize("with_wheel", [False, True])
+def test_a_scan_looks_up_the_owners_of_the_walks_binaries_while_it_reads(tmp_path, monkeypatch, with_wheel):
+    """While workers read, the scan looks up which distribution lists each binary the walk found; analysis
+    then asks only about the rest (archive members), or about every binary where an archive in the tree
+    added distributions. Either way each binary gets the owner one lookup of all of them gives."""
+    from conftest import FIXTURES
+
+    from cuda4amd.scan import pipeline
+
+    dll = (FIXTURES / "pe" / "plain.dll").read_bytes()
+    venv = tmp_path / "venv"
+    venv.mkdir()
+    (venv / "pyvenv.cfg").write_text("")
+    site = venv / "Lib" / "site-packages"
+    install(site, "a", "1.0", {"a/one.dll": dll, "a/two.dll": dll + b"\0"})
+    install(site, "b", "2.0", {"b/three.dll": dll + b"\0\0"})
+    (site / "loose").mkdir()
+    (site / "loose" / "four.dll").write_bytes(dll + b"\0\0\0")
+    if with_wheel:
+        with zipfile.ZipFile(site / "c-3.0-py3-none-any.whl", "w") as wheel:
+            wheel.writestr("c/five.dll", dll)
+            wheel.writestr("c-3.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: c\nVersion: 3.0\n")
+            wheel.writestr("c-3.0.dist-info/RECORD", "c/five.dll,,\n")
+    events: list[str] = []
+    asked: list[list[str]] = []
+    lookup, read_all = pipeline.owners_of, pipeline.read_all
+
+    def owners_of(dists, paths):
+        events.append("owners")
+        asked.append(list(paths))
+        return lookup(dists, paths)
+
+    def read(*args, **kwargs):
+        value = read_all(*args, **kwargs)
+        events.append("read")
+        return value
+
+    monkeypatch.setattr(pipeline, "owners_of", owners_of)
+    monkeypatch.setattr(pipeline, "read_all", read)
+
+    def owners(jobs: int) -> dict[str, str | None]:
+        events.clear()
+        asked.clear()
+        result = pipeline.run_scan(pipeline.ScanOptions(target=str(venv), host="none", jobs=jobs))
+        return {b.path: b.distribution for b in result.binaries}
+
+    prefix = "Lib/site-packages/"
+    expected = {prefix + "a/one.dll": "a", prefix + "a/two.dll": "a", prefix + "b/three.dll": "b",
+                prefix + "loose/four.dll": None}
+    if with_wheel:
+        expected[prefix + "c-3.0-py3-none-any.whl/c/five.dll"] = "c"
+    assert owners(2) == expected
+    walked = sorted(p for p in expected if ".whl/" not in p)
+    assert events[0] == "owners" and sorted(asked[0]) == walked  # the walk's binaries, while the workers read
+    if with_wheel:  # the wheel's distribution came after: every binary asked again
+        assert events == ["owners", "read", "read", "owners"] and sorted(asked[1]) == sorted(expected)
+    else:
+        assert events == ["owners", "read"]
+    assert owners(1) == expected  # no workers: looked up after the read, once
+    assert events == ["read", "read", "owners"] if with_wheel else events == ["read", "owners"]
+    assert sorted(asked[0]) == (sorted(expected) if with_wheel else walked)

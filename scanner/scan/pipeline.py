@@ -113,13 +113,19 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
     installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
+    walk: list[discovery.Discovery] = []  # the walk's result, once there is one
+    # which installed distribution lists each binary the walk found: a lookup per path (owners_of)
+    found_owners = cache(lambda: owners_of(installed(), [b.path for b in walk[0].binaries]))
 
     def meanwhile() -> None:
-        """What analysis needs besides the facts (this machine, the distributions, the release tables):
-        made while this process would only wait, on the walk ahead or on the workers that read."""
+        """What analysis needs besides the facts (this machine, the distributions, the release tables,
+        once the tree is walked the owners of its binaries): made while this process would only wait, on
+        the walk ahead or on the workers that read."""
         host_report()
         installed()
         _releases_parsed(rules)
+        if walk:
+            found_owners()
 
     # A single binary is scanned with its folder, its application directory:
     # the libraries it loads from there decide its verdict too.
@@ -133,12 +139,13 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         if found is None:
             found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs,
                                        executor=workers.executor if workers is not None else None)
+        walk.append(found)
         focus = _focus(target, found) if target.kind == "file" else None
         timings["discover"] = time.perf_counter() - clock
         clock = time.perf_counter()
         binaries, read_errors = _read_stage(walked, target, found, focus, options, progress, inspector, rules,
                                             meanwhile, workers)
-    distributions = installed()
+    distributions = list(installed())
     if walked.kind in ("folder", "site-packages", "venv") and focus is None:
         # wheels and zips in a folder are scanned too, their members under the archive's path
         archives, archive_errors = _archives_in(walked, found)
@@ -155,7 +162,13 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     clock = time.perf_counter()
     frameworks = rules.frameworks if distributions else ()
     if distributions:
-        owners = owners_of(distributions, [binary.path for binary in binaries])
+        owners: dict[str, str] = {}
+        asked: set[str] = set()
+        if len(distributions) == len(installed()):  # else archives in the tree added some: all are asked anew
+            owners, asked = dict(found_owners()), {b.path for b in found.binaries}
+        rest = [binary.path for binary in binaries if binary.path not in asked]  # a path's owner is its own
+        if rest:
+            owners.update(owners_of(distributions, rest))
         for binary in binaries:
             binary.distribution = owners.get(binary.path)
     reach = _reach(binaries, distributions, frameworks)
