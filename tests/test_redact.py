@@ -7,6 +7,8 @@ import shutil
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES, by_path, dependency
+from hypothesis import example, given, settings
+from hypothesis import strategies as st
 
 from cuda4amd.report.redact import HOME, HOST, USER, PrivateStrings, Redactor, private_strings
 
@@ -171,3 +173,37 @@ def test_stdout_json_is_redacted_and_the_terminal_summary_is_not(named_tree):
     assert str(home) not in result.output
     console = CliRunner().invoke(main, ["scan", str(app), "--host", "none"])
     assert str(app) in console.output  # the user's own screen
+
+
+# Pieces a string of a report may be made of: the private strings above in any case, separators, words of
+# the generic home folders, and letters that Unicode's case rules match to ASCII ones (the Kelvin sign, a
+# long s, a dotted capital I, a dotless i)
+_PIECES = ["bob smith", "BSMITH", "Bob", "desktop-7qx1", "DESKTOP-7QX1.corp", "j.doe+ci", "J.DOE+CI", "Ünïcode-Box",
+           "ünïcode", "/home/", "/HOME/", "C:\\Users\\", "c:/users/", "D:\\Documents and Settings\\", "Public",
+           "/mnt/c", "/srv/Data Tree", "/SRV/data tree/", "C:\\Users\\Bob Smith\\app", "\\", "/", ".", "-", "_",
+           " ", "<", ">", "x", "lib", "cublas64_12.dll", "\u212a", "\u017f", "\u0130", "\u0131", "ß", "é", "kelvin", "sam"]
+
+
+@given(st.lists(st.sampled_from(_PIECES), max_size=10).map("".join))
+@example("/home/x/lib")
+@example("C:\\Users\\alice\\x")
+@example("E:\\Documents and Settings\\al\\x")
+@example("/srv/Data Tree/lib/x.so")
+@example("BOB-laptop/x")
+@example("\u212aelvin/bob")
+@example("/home/bo\u017f")
+@example("x/\u212aELVIN/x")
+@example("sam/x")
+@example("/srv/\u017fam/x")  # the target /srv/sam: IGNORECASE matches a long s for "s", which stays as it is lowered
+@example("/srv/istan/x")  # the target /srv/İstan: IGNORECASE matches "i" for "İ", which lowers to two letters
+@settings(max_examples=500, deadline=None)
+def test_the_quick_test_for_a_string_no_pattern_can_match_changes_nothing(raw):
+    """Redactor.text skips the patterns for an ASCII string that holds none of what they need; whatever
+    the string, it gives what the patterns alone give."""
+    odd = PrivateStrings(homes=("/home/kelvin",), users=("kelvin", "\u017fam"), hosts=("box",))  # ſam: "sam" too
+    for private in (WINDOWS, POSIX, PrivateStrings(homes=("/home/bob",), users=("bob",), hosts=("bob-laptop.lan",)),
+                    PrivateStrings(homes=("/home/kelvin",), users=("kelvin",), hosts=("box",)), odd):
+        for target_root in ("/srv/Data Tree", "C:\\Users\\Bob Smith\\app", "/srv/\u0130stan", "/srv/sam", None):
+            redactor = Redactor(private, target_root=target_root, cwd="/")
+            for target in (True, False):
+                assert redactor.text(raw, target=target) == redactor._text(raw, target)

@@ -146,11 +146,16 @@ class Redactor:
         self.target_root = os.fspath(target_root) if target_root is not None else None
         self.cwd = os.fspath(cwd) if cwd is not None else _cwd()
         self._paths: list[tuple[re.Pattern[str], str]] = []
+        # what a string must hold, lower-cased, for some pattern to match in it: a path's longest component,
+        # a name, a word of the generic home folders (_GENERIC_HOMES)
+        needles = {"users", "documents and settings", "home"}
         if self.target_root and len(self.target_root.rstrip("\\/")) >= MIN_HOME:
             self._paths.append((re.compile(_PATH_START + _path_pattern(self.target_root) + _PATH_END, re.I), TARGET))
+            needles.add(_longest_component(self.target_root))
         homes = sorted({h.rstrip("\\/") for h in private.homes if len(h.rstrip("\\/")) >= MIN_HOME}, key=len, reverse=True)
         for home in homes:
             self._paths.append((re.compile(_PATH_START + _path_pattern(home) + _PATH_END, re.I), self.home))
+            needles.add(_longest_component(home))
         names: dict[str, str] = {}
         for values, placeholder in ((private.hosts, HOST), (private.users, USER)):
             for value in values:
@@ -158,6 +163,11 @@ class Redactor:
                     if len(name) >= MIN_NAME:
                         names.setdefault(name.casefold(), placeholder)
         self._names = names
+        needles.update(names)
+        # Only where all of them and the string are ASCII: then an IGNORECASE match is an ASCII one, which
+        # the lower-cased string holds; Unicode's case rules match other letters too (the Kelvin sign for
+        # "k", a long s for "s"), and str.lower is not sre's per-letter folding ("İ" lowers to two letters)
+        self._needles = tuple(sorted(needles)) if all(n.isascii() for n in needles) else None
         self._done: dict[tuple[str, bool], str] = {}
         self._name_re = None
         if names:
@@ -179,6 +189,12 @@ class Redactor:
         # a report repeats its strings (library and function names in every binary): each is redacted once
         known = self._done.get((value, target))
         if known is None:
+            if self._needles is not None and value.isascii():
+                lowered = value.lower()
+                if not any(needle in lowered for needle in self._needles):
+                    # no pattern can match (most strings of a report: library and function names)
+                    self._done[(value, target)] = value
+                    return value
             known = self._done[(value, target)] = self._text(value, target)
         return known
 
@@ -234,10 +250,16 @@ class Redactor:
             return {key: _copy(item) if (context, key) in _KEEP else self._walk(item, key)
                     for key, item in value.items()}
         if isinstance(value, list):
-            return [self._walk(item, context) for item in value]
+            text = self.text
+            return [text(item) if type(item) is str else self._walk(item, context) for item in value]
         if isinstance(value, str):
             return self.text(value)
         return value
+
+
+def _longest_component(path: str) -> str:
+    """The longest component of ``path`` (either separator), lower-cased."""
+    return max(re.split(r"[\\/]+", path), key=len).lower()
 
 
 def _users_folder(match: re.Match[str]) -> str:
@@ -256,7 +278,7 @@ def _copy(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _copy(v) for k, v in value.items()}
     if isinstance(value, list):
-        return [_copy(v) for v in value]
+        return [_copy(v) if isinstance(v, (dict, list)) else v for v in value]
     return value
 
 
