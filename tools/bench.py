@@ -356,6 +356,24 @@ def bytecode(env: dict[str, str]) -> str:
     return line
 
 
+def startup(env: dict[str, str], runs: int = 7) -> str:
+    """The interpreter's own start-up, which every fresh-process figure holds: `python -c pass` with
+    and without its site (`-S`). The site's .pth files run code at every start (an editable install's
+    finder, a venv's redirectors, a sandbox's certificate hook): 25-45 ms of a scan on the development
+    machine's global Python against 2 ms in a fresh venv (docs/performance.md, 2026-12-03)."""
+    def median_ms(*flags: str) -> float:
+        times = []
+        for _ in range(runs):
+            clock = time.perf_counter()
+            subprocess.run([sys.executable, *flags, "-c", "pass"], env=env, check=False)
+            times.append(time.perf_counter() - clock)
+        return 1000 * statistics.median(times)
+
+    with_site, bare = median_ms(), median_ms("-S")
+    return (f"interpreter start-up: {with_site:.0f} ms (`python -c pass`, median of {runs}); "
+            f"{bare:.0f} ms without its site (`-S`): the site's .pth files and imports {with_site - bare:.0f} ms")
+
+
 def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links: bool = False) -> None:
     command = scans(tree, follow_links)
     cache_dir = Path(tempfile.mkdtemp(prefix="cuda4amd-bench-facts-"))
@@ -393,6 +411,7 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     print(f"{tree_facts(tree, report, follow_links)}")
     print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(bytecode(env))
+    print(startup(env))
     print()
     print("| measurement | runs | min | median | max | goal | met | disk reads |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
