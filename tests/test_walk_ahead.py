@@ -12,6 +12,11 @@ import json
 import os
 import time
 
+try:
+    import fcntl
+except ImportError:  # Windows: no walk ahead (no fork), and no pipe sizes
+    fcntl = None
+
 import pytest
 from click.testing import CliRunner
 from conftest import FIXTURES
@@ -235,9 +240,10 @@ def test_a_scan_from_the_command_line_takes_the_walk_ahead_and_reports_as_withou
 
 
 def test_while_the_child_walks_the_scan_makes_what_needs_no_walk(tmp_path, monkeypatch):
-    """walking() is a poll of the child's pipe; a scan that finds the child still walking probes the host,
-    finds the distributions and parses the release tables first (a re-scan reads no file: these would
-    otherwise come after the walk), and reports as without the walk ahead."""
+    """walking() is a poll of the child's pipe; a scan that finds the child still walking finds the
+    distributions, parses the release tables and probes the host first, each while the child still walks
+    (a re-scan reads no file: these would otherwise come after the walk), and reports as without the walk
+    ahead."""
 
     from cuda4amd.scan import pipeline
 
@@ -272,4 +278,22 @@ def test_while_the_child_walks_the_scan_makes_what_needs_no_walk(tmp_path, monke
     while done.walking() and time.monotonic() < deadline:  # a small tree's walk ends: then it is taken at once
         time.sleep(0.01)
     assert not done.walking()
-    done.close()
+    order.clear()
+    with done:
+        again = pipeline.run_scan(options, walk_ahead=done)
+    assert order == ["take", "distributions"]  # nothing is begun once the walk is there to take
+    assert (again.verdicts, again.binaries, again.edges, again.errors) == (alone.verdicts, alone.binaries,
+                                                                          alone.edges, alone.errors)
+
+
+@pytest.mark.skipif(not hasattr(fcntl, "F_GETPIPE_SZ"), reason="Linux's pipe sizes")
+def test_the_pipe_is_widened_for_the_walk_up_to_a_limit():
+    read_end, write_end = os.pipe()
+    try:
+        walk_ahead._widen(write_end, 300_000)
+        assert fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ) >= 300_000
+        walk_ahead._widen(write_end, 1 << 30)
+        assert fcntl.fcntl(read_end, fcntl.F_GETPIPE_SZ) == walk_ahead.PIPE_BYTES
+    finally:
+        os.close(read_end)
+        os.close(write_end)
