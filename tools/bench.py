@@ -359,8 +359,8 @@ def bytecode(env: dict[str, str]) -> str:
 def startup(env: dict[str, str], runs: int = 7) -> str:
     """The interpreter's own start-up, which every fresh-process figure holds: `python -c pass` with
     and without its site (`-S`). The site's .pth files run code at every start (an editable install's
-    finder, a venv's redirectors, a sandbox's certificate hook): 25-45 ms of a scan on the development
-    machine's global Python against 2 ms in a fresh venv (docs/performance.md, 2026-12-03)."""
+    finder, a venv's redirectors, a sandbox's certificate hook): 27 ms of every scan on the development
+    machine's global Python against 2-3 ms in a fresh venv (docs/performance.md, 2026-12-03)."""
     def median_ms(*flags: str) -> float:
         times = []
         for _ in range(runs):

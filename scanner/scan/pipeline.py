@@ -117,13 +117,14 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     # which installed distribution lists each binary the walk found: a lookup per path (owners_of)
     found_owners = cache(lambda: owners_of(installed(), [b.path for b in walk[0].binaries]))
 
+    # What analysis needs besides the facts and no walk, the longest first (the distributions: 0.1 s of a
+    # 69k-file venv): made while this process would only wait, on the walk ahead or on the workers that read.
+    needs = (installed, lambda: _releases_parsed(rules), host_report)
+
     def meanwhile() -> None:
-        """What analysis needs besides the facts (this machine, the distributions, the release tables,
-        once the tree is walked the owners of its binaries): made while this process would only wait, on
-        the walk ahead or on the workers that read."""
-        host_report()
-        installed()
-        _releases_parsed(rules)
+        """While the workers read: what needs no walk, and the owners of the binaries the walk found."""
+        for need in needs:
+            need()
         if walk:
             found_owners()
 
@@ -132,14 +133,13 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     walked = _application_folder(target) if target.kind == "file" else target
     with _shared_workers(walked, options, inspector) as workers:
         if walk_ahead is not None:
-            # A re-scan reads no file: these would come after the walk, one part after another. Each is
-            # begun only while the child still walks (what is left is made while the workers read, if
-            # any do), the longest first: the distributions, 0.1 s of a 69k-file venv; begun last, they
-            # ran on for 40 ms after the walk (docs/performance.md, 2026-12-03).
-            for part in (installed, lambda: _releases_parsed(rules), host_report):
+            # A re-scan reads no file: these would come after the walk, one after another. Each is begun
+            # only while the child still walks (what is left is made while the workers read, if any do):
+            # the distributions, begun last, ran on for 40 ms after the walk (docs/performance.md, 2026-12-03).
+            for need in needs:
                 if not walk_ahead.walking():
                     break
-                part()
+                need()
         clock = time.perf_counter()
         progress.discovering()
         found = walk_ahead.take(walked, options.follow_links, options.jobs) if walk_ahead is not None else None
