@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import threading
 import time
 
 try:
@@ -146,6 +147,31 @@ def test_a_split_walk_ahead_is_the_walk_the_scan_makes(tmp_path, split_walk):
     assert state(found) == state(discovery.discover(target, jobs=None))
 
 
+@pytest.mark.skipif(not os.path.isdir("/proc/self"), reason="processes are looked up in /proc")
+def test_a_child_killed_mid_walk_leaves_no_walker_behind(tmp_path, split_walk, monkeypatch):
+    """take() of a child that died mid-walk (killed, say) gets no walk, and ends the walkers it left."""
+    import signal
+
+    build_tree(tmp_path / "tree")
+    monkeypatch.setenv("CUDA4AMD_TEST_WALK_WAIT", "30")
+    ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
+    assert ahead is not None
+    walkers = started_walkers(split_walk)
+    os.kill(ahead.pid, signal.SIGKILL)
+    taken: list = []
+    reader = threading.Thread(target=lambda: taken.append(ahead.take(discovery.resolve_target(
+        str(tmp_path / "tree")), False, None)))
+    reader.start()
+    reader.join(20)
+    waited = reader.is_alive()
+    if waited:  # the walkers hold the pipe open, and take() waits for them: end them, so that the test ends
+        os.killpg(ahead.pid, signal.SIGKILL)
+        reader.join()
+    assert not waited and taken == [None]
+    assert reaped(ahead.pid)
+    assert gone(walkers)
+
+
 def test_a_scan_from_the_command_line_with_a_split_walk_ahead_reports_as_without_it(tmp_path, split_walk,
                                                                                    monkeypatch):
     build_tree(tmp_path / "tree")
@@ -191,17 +217,28 @@ def test_a_split_walk_never_taken_leaves_no_worker_behind(tmp_path, split_walk, 
     monkeypatch.setenv("CUDA4AMD_TEST_WALK_WAIT", "30")
     ahead = WalkAhead.start(str(tmp_path / "tree"), follow_links=False, jobs=None)
     assert ahead is not None
-    deadline = time.monotonic() + 30
-    while not (split_walk.exists() and split_walk.read_text().split()) and time.monotonic() < deadline:
-        time.sleep(0.01)  # until a worker has begun a task
-    walkers = {int(pid) for pid in split_walk.read_text().split()}
-    assert walkers and all(live(pid) for pid in walkers)
+    walkers = started_walkers(split_walk)
     ahead.close()
     assert reaped(ahead.pid)
+    assert gone(walkers)
+
+
+def started_walkers(tasks) -> set[int]:
+    """The walkers that have begun a task (waiting until one has), each running."""
+    deadline = time.monotonic() + 30
+    while not (tasks.exists() and tasks.read_text().split()) and time.monotonic() < deadline:
+        time.sleep(0.01)
+    walkers = {int(pid) for pid in tasks.read_text().split()}
+    assert walkers and all(live(pid) for pid in walkers)
+    return walkers
+
+
+def gone(walkers: set[int]) -> bool:
+    """Whether every one of ``walkers`` has ended (within 10 s)."""
     deadline = time.monotonic() + 10
     while any(live(pid) for pid in walkers) and time.monotonic() < deadline:
         time.sleep(0.01)
-    assert not any(live(pid) for pid in walkers)
+    return not any(live(pid) for pid in walkers)
 
 
 def test_no_walk_ahead_for_a_single_file_a_wheel_a_missing_target_or_without_fork(tmp_path, monkeypatch):

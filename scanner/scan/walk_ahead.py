@@ -100,7 +100,9 @@ class WalkAhead:
             data = b""
         finally:
             self.pipe = -1
-            self._reap()
+            # a child that walked has shut its walkers down before writing; one that died mid-walk
+            # (killed, say) may have left them waiting for work: the group goes either way
+            self._end()
         if (walked, follow_links, jobs) != (self.walked, self.follow_links, self.jobs):
             return None
         try:
@@ -115,6 +117,11 @@ class WalkAhead:
             return
         os.close(self.pipe)
         self.pipe = -1
+        self._end()
+
+    def _end(self) -> None:
+        """Kill the child's process group (the child alone where it has none) and reap the child. Not
+        reaped before this, the child keeps its pid, which no other process can then have, nor its group."""
         try:
             os.killpg(self.pid, signal.SIGKILL)
         except OSError:
@@ -122,9 +129,6 @@ class WalkAhead:
                 os.kill(self.pid, signal.SIGKILL)
             except OSError:
                 pass  # it had finished
-        self._reap()
-
-    def _reap(self) -> None:
         try:
             os.waitpid(self.pid, 0)
         except ChildProcessError:
@@ -143,6 +147,13 @@ def _own_group(pid: int) -> None:
         os.setpgid(pid, pid)
     except OSError:
         pass  # the child has exited already, or the system refuses: close() then kills the child alone
+
+
+def _close(fd: int) -> None:
+    try:
+        os.close(fd)
+    except OSError:
+        pass  # closed already
 
 
 #: the most a walk asks its pipe to hold (Linux's default limit for a process without privileges,
@@ -166,6 +177,9 @@ def _walk_in_child(write_end: int, walked: discovery.Target, follow_links: bool,
     status = 1
     try:
         _own_group(0)
+        # The walkers this child forks must not hold the pipe's write end: where the child dies mid-walk
+        # (killed, say), the scan's read then ends, rather than waiting for walkers that wait for work.
+        os.register_at_fork(after_in_child=lambda: _close(write_end))
         # a signal ends the child at once, not by an exception into the command's code it was forked from
         signal.signal(signal.SIGINT, signal.SIG_DFL)
         found = discovery.discover(walked, follow_links=follow_links, jobs=jobs)
