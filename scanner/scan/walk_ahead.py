@@ -90,7 +90,8 @@ class WalkAhead:
         return not ready
 
     def take(self, walked: discovery.Target, follow_links: bool, jobs: int | None) -> discovery.Discovery | None:
-        """The child's Discovery if it walked ``walked`` as asked, else None; the child is reaped either way."""
+        """The child's Discovery if it walked ``walked`` as asked, else None; either way the child's group
+        is ended and the child reaped."""
         if self.pipe < 0:
             return None
         try:
