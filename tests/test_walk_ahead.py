@@ -39,6 +39,28 @@ def two_cores(monkeypatch):
     monkeypatch.setattr(walk_ahead, "usable_cores", lambda: 2)
 
 
+def record_takes(monkeypatch) -> list[tuple[bool, int]]:
+    """WalkAhead.take spied on: (whether it gave a walk, the child's pid) for each call, in order."""
+    taken: list[tuple[bool, int]] = []
+    real_take = WalkAhead.take
+
+    def take(self, *args):
+        found = real_take(self, *args)
+        taken.append((found is not None, self.pid))
+        return found
+
+    monkeypatch.setattr(WalkAhead, "take", take)
+    return taken
+
+
+def cli_scan(tree) -> dict:
+    """`cuda4amd scan TREE --format json --host none --no-cache` in this process: its report, less the command line."""
+    result = CliRunner().invoke(main, ["scan", str(tree), "--format", "json", "--host", "none", "--no-cache"])
+    document = json.loads(result.output)
+    document.pop("command")
+    return document
+
+
 def reaped(pid: int) -> bool:
     try:
         os.waitpid(pid, os.WNOHANG)
@@ -175,29 +197,13 @@ def test_a_child_killed_mid_walk_leaves_no_walker_behind(tmp_path, split_walk, m
 def test_a_scan_from_the_command_line_with_a_split_walk_ahead_reports_as_without_it(tmp_path, split_walk,
                                                                                    monkeypatch):
     build_tree(tmp_path / "tree")
-    taken = []
-    real_take = WalkAhead.take
-
-    def take(self, *args):
-        found = real_take(self, *args)
-        taken.append((found is not None, self.pid))
-        return found
-
-    monkeypatch.setattr(WalkAhead, "take", take)
-
-    def scan() -> dict:
-        result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",
-                                           "--no-cache"])
-        document = json.loads(result.output)
-        document.pop("command")
-        return document
-
-    ahead = scan()
+    taken = record_takes(monkeypatch)
+    ahead = cli_scan(tmp_path / "tree")
     assert [ok for ok, _ in taken] == [True]
     walkers = set(split_walk.read_text().split())
     assert walkers and str(taken[0][1]) not in walkers and str(os.getpid()) not in walkers  # the child's workers
     monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
-    assert scan() == ahead
+    assert cli_scan(tmp_path / "tree") == ahead
 
 
 def live(pid: int) -> bool:
@@ -253,27 +259,11 @@ def test_no_walk_ahead_for_a_single_file_a_wheel_a_missing_target_or_without_for
 
 def test_a_scan_from_the_command_line_takes_the_walk_ahead_and_reports_as_without_it(tmp_path, monkeypatch):
     build_tree(tmp_path / "tree")
-    taken = []
-    real_take = WalkAhead.take
-
-    def take(self, *args):
-        found = real_take(self, *args)
-        taken.append(found is not None)
-        return found
-
-    monkeypatch.setattr(WalkAhead, "take", take)
-
-    def scan() -> dict:
-        result = CliRunner().invoke(main, ["scan", str(tmp_path / "tree"), "--format", "json", "--host", "none",
-                                           "--no-cache"])
-        document = json.loads(result.output)
-        document.pop("command")
-        return document
-
-    ahead = scan()
+    taken = record_takes(monkeypatch)
+    ahead = cli_scan(tmp_path / "tree")
     monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
-    assert scan() == ahead
-    assert taken == [True]
+    assert cli_scan(tmp_path / "tree") == ahead
+    assert [ok for ok, _ in taken] == [True]
 
 
 def test_while_the_child_walks_the_scan_makes_what_needs_no_walk(tmp_path, monkeypatch):
