@@ -1,5 +1,5 @@
 """The smoke probes and their runner, against stand-in libraries built here with gcc
-(tests/evidence_fakes/*.c), and the recorded NVIDIA outcomes (docs/evidence/)."""
+(tests/evidence_fakes/*.c), and the recorded NVIDIA outcomes (benchmarks/evidence/)."""
 from __future__ import annotations
 
 import json
@@ -14,7 +14,7 @@ from cuda4amd.evidence.record import OutcomeFileError, outcomes_of, probe_docume
 from cuda4amd.evidence.runner import STATUSES, Outcome, classify, run_probe, run_probes
 
 FAKES = Path(__file__).parent / "evidence_fakes"
-EVIDENCE = Path(__file__).parent.parent / "docs" / "evidence"
+EVIDENCE = Path(__file__).parent.parent / "benchmarks" / "evidence"
 
 
 @pytest.fixture(scope="module")
@@ -111,7 +111,7 @@ def test_classify_rules():
 
 
 def test_recorded_nvidia_run_passes_every_probe():
-    """The run on an NVIDIA H200 (tools/evidence_nvidia.sh, output in docs/evidence/)."""
+    """The run on an NVIDIA H200 (tools/evidence_nvidia.sh, output in benchmarks/evidence/)."""
     for name in ("2026-12-01-nvidia-h200-probes.json", "2026-12-01-nvidia-h200-probes-warm.json"):
         outcomes = read_outcomes(EVIDENCE / name)
         assert {o.family: o.status for o in outcomes} == {f: "pass" for f in

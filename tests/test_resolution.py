@@ -235,7 +235,7 @@ def _shared(tmp_path, name, soname, needed=(), runpath=None):
 
 
 def test_cupy_finds_the_nvidia_wheels_that_cuda_pathfinder_loads(tmp_path, scan):
-    # the layout of the H200 run's site-packages (docs/gpu-truth/2026-12-01-merged.md): CuPy 14's
+    # the layout of the H200 run's site-packages (benchmarks/gpu-truth/2026-12-01-merged.md): CuPy 14's
     # wrapper modules need libcublas.so.13 without a RUNPATH to it; cuda.pathfinder loads it from
     # nvidia/cu13/lib first (rules/frameworks/cupy.toml [[search_folders]]), and cuBLAS's own RUNPATH
     # $ORIGIN finds cuBLASLt beside it

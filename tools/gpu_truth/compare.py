@@ -251,7 +251,7 @@ def _status(probe: dict | None) -> str:
 
 
 def markdown(summary: dict, meta: dict) -> str:
-    """The human summary committed under docs/gpu-truth/."""
+    """The human summary committed under benchmarks/gpu-truth/."""
     lines = [f"# GPU truth run {meta.get('date', '')}", ""]
     for key in ("machine", "gpu", "driver", "python", "site", "scan_seconds", "cuda4amd"):
         if key in meta:
