@@ -45,7 +45,7 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     """
     from cuda4amd.evidence.after_fix import verify_fixed
     from cuda4amd.evidence.render import console_lines
-    from cuda4amd.fix.commands import locate
+    from cuda4amd.cli.fix import locate
     from cuda4amd.fix.journal import FixDirError
     from cuda4amd.fix.lock import LockError
     from cuda4amd.report.escape import visible, visible_document
