@@ -104,9 +104,9 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
     paths, extra rules and links policy (the target, release and host are the
     fix's); without them, the ones the plan recorded, so a fix made with
     `scan --rules/--search-path` is verified the way it was judged."""
-    from cuda4amd.fix.run import fixed_launch
     from cuda4amd.fix.journal import FixDirError, load_journal
     from cuda4amd.fix.lock import target_lock
+    from cuda4amd.fix.run import fixed_launch
     from cuda4amd.fix.verify import verify
     from cuda4amd.report.document import build
 

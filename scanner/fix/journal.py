@@ -48,7 +48,6 @@ class FixDirError(Exception):
     """``.cuda4amd`` exists but is not a cuda4amd fix folder (or its journal is unreadable or not ours)."""
 
 
-
 def journal_path(root: Path) -> Path:
     return Path(root) / FIX_DIR / JOURNAL_NAME
 
@@ -157,7 +156,6 @@ def load_journal(root: Path) -> Journal | None:
     return journal
 
 
-
 def allowed_roots(data: dict[str, Any]) -> list[Path]:
     """The folders a journal may change: the target (with its .cuda4amd) and
     the launchers' folder when the plan put it elsewhere."""
@@ -236,7 +234,6 @@ def temp_path(path: str, index: int) -> str:
     return f"{head}/{tmp}" if head else tmp
 
 
-
 def new_journal(plan: Plan, store_root: Path | None, created_root: bool) -> Journal:
     """The journal of a plan about to be applied: every action pending."""
     root = Path(plan.target)
@@ -253,7 +250,6 @@ def new_journal(plan: Plan, store_root: Path | None, created_root: bool) -> Jour
         "store": str(store_root) if store_root else None, "plan": plan_data, "actions": actions,
         "verification": None,
     })
-
 
 
 def state_after(action: dict[str, Any]) -> dict[str, Any]:

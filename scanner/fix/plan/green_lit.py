@@ -28,7 +28,6 @@ __all__ = ["GREEN_VERDICTS", "Dep", "GreenLit", "deps_of", "green_lit"]
 GREEN_VERDICTS = ("ready", "degraded")
 
 
-
 @dataclass
 class Dep:
     """One CUDA dependency of a binary, as the plan sees it."""
@@ -58,8 +57,6 @@ def deps_of(verdict: BinaryVerdict) -> list[Dep]:
         out.append(Dep(verdict.binary.path, edge.name, ident.family, ident.route or "unknown", edge.load,
                         resolved, in_tree, how, ident.replacement, ident.family_name or ident.family))
     return out
-
-
 
 
 @dataclass

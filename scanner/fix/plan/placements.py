@@ -133,8 +133,6 @@ def launcher_programs(result: ScanResult, verdicts: list[BinaryVerdict], left: M
     return programs
 
 
-
-
 # -- place mode ---------------------------------------------------------------------
 
 def place_actions(linked: list[Dep], importers: list[BinaryVerdict], by_path: Mapping[str, BinaryVerdict],
