@@ -13,7 +13,8 @@ from test_fix_apply import _fault_loop, fix, scan
 from test_fix_support import WIN_HOST, WIN_ZIP, changed, fix_cache, snapshot  # noqa: F401 - fix_cache is a fixture
 from wheelcache import Unavailable, unpacked
 
-from cuda4amd.fix.journal import load_journal, undo_target
+from cuda4amd.fix.journal import load_journal
+from cuda4amd.fix.undo import undo_target
 
 pytestmark = pytest.mark.acceptance
 

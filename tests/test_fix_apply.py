@@ -29,7 +29,9 @@ from test_fix_support import (  # noqa: F401 - fix_cache is a fixture
 )
 
 from cuda4amd.fix.apply import fix_target
-from cuda4amd.fix.journal import FileOps, load_journal, undo_target
+from cuda4amd.fix.fileops import FileOps
+from cuda4amd.fix.journal import load_journal
+from cuda4amd.fix.undo import undo_target
 from cuda4amd.host import load_host_report
 from cuda4amd.rules.loader import Pin
 from cuda4amd.scan.pipeline import ScanOptions, run_scan

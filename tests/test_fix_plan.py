@@ -9,7 +9,8 @@ from test_fix_support import LINUX_HOST, LINUX_TGZ, WIN_HOST, WIN_ZIP, demo_copy
 
 from cuda4amd.fix.apply import fix_target
 from cuda4amd.fix.launchers import LauncherError, render_cmd, render_sh
-from cuda4amd.fix.plan import EnvVar, Plan, PlanError, make_plan
+from cuda4amd.fix.plan.make import make_plan
+from cuda4amd.fix.plan.model import EnvVar, Plan, PlanError
 from cuda4amd.fix.release import choose_source
 from cuda4amd.host import HostReport, load_host_report
 from cuda4amd.scan.pipeline import ScanOptions, run_scan

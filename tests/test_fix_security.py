@@ -12,16 +12,11 @@ from click.testing import CliRunner
 from test_fix_support import WIN_HOST, WIN_ZIP, demo_copy, fix_cache, snapshot  # noqa: F401 - fix_cache is a fixture
 
 from cuda4amd.cli import main
-from cuda4amd.fix.journal import (
-    JOURNAL_SCHEMA,
-    FileOps,
-    FixDirError,
-    OutsideError,
-    load_journal,
-    undo_target,
-)
+from cuda4amd.fix.fileops import FileOps, OutsideError
+from cuda4amd.fix.journal import JOURNAL_SCHEMA, FixDirError, load_journal
 from cuda4amd.fix.lock import LockError, lock_path, target_lock
 from cuda4amd.fix.state import journal_mac
+from cuda4amd.fix.undo import undo_target
 from cuda4amd.userdirs import state_dir
 
 

@@ -16,7 +16,7 @@ from pathlib import Path
 import pytest
 from conftest import FIXTURES
 
-from cuda4amd.fix.journal import FileOps
+from cuda4amd.fix.fileops import FileOps
 
 ZLUDA = FIXTURES / "zluda"
 TAG = "v6-preview.69"

@@ -110,7 +110,7 @@ def test_placement_puts_nothing_outside_the_target(tmp_path, rules):
     use the launcher; never next to the library (issue 11)."""
     from test_fix_support import WIN_HOST, WIN_ZIP
 
-    from cuda4amd.fix.plan import make_plan
+    from cuda4amd.fix.plan.make import make_plan
     from cuda4amd.fix.release import choose_source
     from cuda4amd.host import load_host_report
     from cuda4amd.scan.pipeline import ScanOptions, run_scan

@@ -1,11 +1,31 @@
-"""`cuda4amd run` and `cuda4amd undo` (docs/fix.md); `scan --fix` is in cuda4amd.cli.scan."""
+"""`cuda4amd run` and `cuda4amd undo` (docs/fix.md); `scan --fix` is in cuda4amd.cli.scan.
+
+The fix's modules load inside the commands: ``cuda4amd --help`` imports click only.
+"""
 from __future__ import annotations
 
 import sys
+from pathlib import Path
 
 import click
 
-from cuda4amd.fix.commands import EXIT_REFUSED, EXIT_UNDO_INCOMPLETE, EXIT_USAGE, locate, run_program, undo_target
+from cuda4amd.cli.output import EXIT_USAGE
+
+EXIT_REFUSED = 5
+EXIT_UNDO_INCOMPLETE = 6
+
+
+def locate(text: str) -> Path:
+    """The file or folder TARGET / PROGRAM names: a path, or what `scan` would resolve it to."""
+    path = Path(text).expanduser()
+    if path.exists():
+        return path
+    from cuda4amd.scan.discover import TargetError, resolve_target
+
+    try:
+        return resolve_target(text).path
+    except TargetError as exc:
+        raise click.UsageError(str(exc)) from None
 
 
 @click.command("run", context_settings={"ignore_unknown_options": True, "allow_interspersed_args": False})
@@ -13,7 +33,7 @@ from cuda4amd.fix.commands import EXIT_REFUSED, EXIT_UNDO_INCOMPLETE, EXIT_USAGE
 @click.option("--print-env", is_flag=True, help="Print the environment and the command instead of running it.")
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(target, print_env, program, args) -> None:
+def run(target: str | None, print_env: bool, program: str, args: tuple[str, ...]) -> None:
     """Run PROGRAM through the ZLUDA link that `cuda4amd scan --fix` installed.
 
     Sets the plan's environment (HIP_PATH, PATH / LD_LIBRARY_PATH, LD_AUDIT,
@@ -22,13 +42,31 @@ def run(target, print_env, program, args) -> None:
 
         cuda4amd run C:\\Apps\\Tool\\tool.exe -- --input x.png
     """
-    sys.exit(run_program(program, args, target=target, print_env=print_env))
+    from cuda4amd.fix.plan.model import FIX_DIR, JOURNAL_NAME
+    from cuda4amd.fix.run import RunError, find_fixed_root, run_program
+
+    rest = list(args[1:] if args and args[0] == "--" else args)
+    path = locate(program)
+    if target is not None:
+        root = locate(target)
+        root = root.parent if root.is_file() else root
+    else:
+        found = find_fixed_root(path)
+        if found is None:
+            raise click.UsageError(f"no cuda4amd fix found for {program} (no {FIX_DIR}/{JOURNAL_NAME} in its folder "
+                                   f"or above): run `cuda4amd scan FOLDER --fix` first, or pass --target")
+        root = found
+    try:
+        code = run_program(path, rest, root, print_env=print_env, echo=click.echo)
+    except RunError as exc:
+        raise click.UsageError(str(exc)) from None
+    sys.exit(code)
 
 
 @click.command("undo")
 @click.argument("target")
 @click.option("--force", is_flag=True, help="Also restore files that were changed after the fix.")
-def undo(target, force) -> None:
+def undo(target: str, force: bool) -> None:
     """Undo `cuda4amd scan TARGET --fix`: restore the tree byte for byte and
     remove what the fix added (ZLUDA's files, launchers, backups, journal).
 
@@ -37,6 +75,7 @@ def undo(target, force) -> None:
     """
     from cuda4amd.fix.journal import FixDirError
     from cuda4amd.fix.lock import LockError
+    from cuda4amd.fix.undo import undo_target
 
     path = locate(target)
     root = path.parent if path.is_file() else path

@@ -144,7 +144,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         sys.exit(EXIT_FOR_VERDICT[result.verdict])
 
     from cuda4amd.cli.progress import download_bar
-    from cuda4amd.fix.commands import fix_target
+    from cuda4amd.fix.apply import fix_target
 
     with download_bar() as progress:
         outcome = fix_target(

@@ -43,9 +43,9 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     Exit status: 0 verified (probes passed or refused safely), 7 a file or link
     check failed, 8 a probe was incorrect, timed out, hung or crashed, 2 usage error.
     """
+    from cuda4amd.cli.fix import locate
     from cuda4amd.evidence.after_fix import verify_fixed
     from cuda4amd.evidence.render import console_lines
-    from cuda4amd.fix.commands import locate
     from cuda4amd.fix.journal import FixDirError
     from cuda4amd.fix.lock import LockError
     from cuda4amd.report.escape import visible, visible_document

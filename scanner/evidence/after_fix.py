@@ -104,9 +104,9 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
     paths, extra rules and links policy (the target, release and host are the
     fix's); without them, the ones the plan recorded, so a fix made with
     `scan --rules/--search-path` is verified the way it was judged."""
-    from cuda4amd.fix.commands import fixed_launch
     from cuda4amd.fix.journal import FixDirError, load_journal
     from cuda4amd.fix.lock import target_lock
+    from cuda4amd.fix.run import fixed_launch
     from cuda4amd.fix.verify import verify
     from cuda4amd.report.document import build
 
@@ -145,7 +145,7 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
 def smoke_after_fix(plan, *, echo: Callable[[str], Any], limit: float = 60.0) -> list[Outcome] | None:
     """The last step of `scan --fix` on the machine it was judged for (--host auto):
     the probes through the fix, printed; None where this machine cannot run them."""
-    from cuda4amd.fix.commands import fixed_launch
+    from cuda4amd.fix.run import fixed_launch
 
     why = can_run_here(plan)
     if why is not None:

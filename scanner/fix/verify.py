@@ -20,14 +20,20 @@ import os
 import posixpath
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from cuda4amd.fix.journal import REPORT_PATH, Journal, file_state, same_state, state_after
-from cuda4amd.fix.plan import STORE_DIR, in_fix_dir
+from cuda4amd.fix.fileops import file_state, same_state
+from cuda4amd.fix.journal import Journal, state_after
+from cuda4amd.fix.plan.model import REPORT_PATH, STORE_DIR, Plan, in_fix_dir
 from cuda4amd.fix.release import sha256_file
 from cuda4amd.model import loader_key
 
-__all__ = ["Verification", "verify", "after_report", "REPORT_NAME", "REPORT_SCHEMA"]
+if TYPE_CHECKING:
+    from cuda4amd.rules.loader import ZludaFile, ZludaRelease
+    from cuda4amd.scan.classify import Dependency
+    from cuda4amd.scan.pipeline import ScanResult
+
+__all__ = ["REPORT_NAME", "REPORT_SCHEMA", "Verification", "after_report", "verify"]
 
 REPORT_NAME = REPORT_PATH
 REPORT_SCHEMA = "cuda4amd.fix-report/1"
@@ -55,7 +61,7 @@ class Verification:
         return {"ok": self.ok, "checks": self.checks, "problems": self.problems}
 
 
-def verify(journal: Journal, result) -> Verification:
+def verify(journal: Journal, result: ScanResult) -> Verification:
     """Check the journal's files and, on the re-scan `result`, each linked dependency."""
     out = Verification()
     plan = journal.plan
@@ -69,7 +75,7 @@ def verify(journal: Journal, result) -> Verification:
     expected = {a["source"]: a["sha256"] for a in journal.actions if a["kind"] == "copy" and a.get("source")}
     release = result.release
     root = journal.root
-    deps: dict[tuple[str, str], Any] = {}
+    deps: dict[tuple[str, str], Dependency] = {}
     for v in result.verdicts:
         if in_fix_dir(v.binary.path):
             continue
@@ -107,7 +113,7 @@ def verify(journal: Journal, result) -> Verification:
     return out
 
 
-def _real_row(release, row):
+def _real_row(release: ZludaRelease, row: ZludaFile) -> ZludaFile | None:
     return release.resolve_link(row) if row.link_to else row
 
 
@@ -118,7 +124,7 @@ def _show(root: Path, path: Path) -> str:
         return str(path)
 
 
-def _loaded_file(plan, root: Path, dep, replacement) -> Path | None:
+def _loaded_file(plan: Plan, root: Path, dep: Dependency, replacement: ZludaFile) -> Path | None:
     if plan.mode == "launcher":
         store = root.joinpath(*STORE_DIR.split("/"))
         name = dep.edge.name.rsplit("/", 1)[-1].rsplit("\\", 1)[-1]
@@ -144,7 +150,7 @@ def _loaded_file(plan, root: Path, dep, replacement) -> Path | None:
     return path if path.is_file() else None
 
 
-def after_report(journal: Journal, verification: Verification, result) -> str:
+def after_report(journal: Journal, verification: Verification, result: ScanResult) -> str:
     """The after-report's JSON text."""
     from cuda4amd.report.document import build
 

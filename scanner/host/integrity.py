@@ -9,7 +9,7 @@ written for this folder and every path it names stays inside the target
 read. The journal is read under the target's lock (cuda4amd.fix.lock), as
 `cuda4amd run` reads it, so a fix or undo running now is not mistaken for
 damage. Each file is compared as the fix's own verification compares it
-(fix.journal.file_state / same_state): a link or a FIFO put in a file's place
+(fix.fileops.file_state / same_state): a link or a FIFO put in a file's place
 is a change, never followed or opened.
 """
 from __future__ import annotations
@@ -26,9 +26,10 @@ def changed_files(root: Path) -> tuple[list[str], list[str], int] | None:
     """(missing, changed, checked) for the ZLUDA files the fix at `root` copied;
     None: no fix there. Raises FixDirError for a journal that is not trusted
     and LockError while a fix, undo or run holds the target."""
-    from cuda4amd.fix.journal import file_state, load_journal, same_state, state_after
+    from cuda4amd.fix.fileops import file_state, same_state
+    from cuda4amd.fix.journal import load_journal, state_after
     from cuda4amd.fix.lock import target_lock
-    from cuda4amd.fix.plan import FIX_DIR, STORE_DIR
+    from cuda4amd.fix.plan.model import FIX_DIR, STORE_DIR
 
     if not os.path.lexists(Path(root) / FIX_DIR):
         return None  # never fixed: no lock taken, nothing written to the user state folder
