@@ -5,8 +5,9 @@ Only click and the standard library at import time, so the CLI starts fast.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import NoReturn
 
 import click
 

@@ -19,7 +19,7 @@ class TerminalProgress(ScanProgress):
         )
         self._task: TaskID | None = None
 
-    def __enter__(self) -> "TerminalProgress":
+    def __enter__(self) -> TerminalProgress:
         self._bar.__enter__()
         return self
 
@@ -56,7 +56,7 @@ class DownloadBar:
         )
         self._task: TaskID | None = None
 
-    def __enter__(self) -> "DownloadBar":
+    def __enter__(self) -> DownloadBar:
         return self
 
     def __exit__(self, *exc) -> None:

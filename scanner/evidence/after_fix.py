@@ -12,16 +12,17 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from cuda4amd.evidence.record import probe_document
 from cuda4amd.evidence.runner import PROBES, Outcome, run_probes
 from cuda4amd.report.escape import visible
 from cuda4amd.scan.pipeline import ScanOptions
 
-__all__ = ["VerifyReport", "verify_fixed", "probe_names", "SCHEMA", "FAILING", "can_run_here"]
+__all__ = ["FAILING", "SCHEMA", "VerifyReport", "can_run_here", "probe_names", "verify_fixed"]
 
 SCHEMA = "cuda4amd.verify/1"
 #: probe statuses that make `verify --run` fail (unsupported is a safe refusal, not a failure)

@@ -10,8 +10,8 @@ vosen/ZLUDA@v6). Each library is tried as that folder's file first, then by name
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable
 
 from cuda4amd.evidence.probes.common import DEFAULT_NAMES
 from cuda4amd.evidence.runner import ORDER, Outcome, run_probes

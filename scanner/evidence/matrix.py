@@ -22,14 +22,15 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Iterable
+from typing import Any
 
 from cuda4amd.evidence.levels import LEVELS, rank
 from cuda4amd.evidence.record import read_json_file
 from cuda4amd.report.escape import visible_document
 
-__all__ = ["SCHEMA", "load_reports", "fold", "to_markdown", "to_csv", "COLUMNS"]
+__all__ = ["COLUMNS", "SCHEMA", "fold", "load_reports", "to_csv", "to_markdown"]
 
 SCHEMA = "cuda4amd.matrix/1"
 MAX_REPORT_BYTES = 64 << 20

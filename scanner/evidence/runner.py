@@ -31,10 +31,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["STATUSES", "PROBES", "Outcome", "run_probe", "run_probes", "classify"]
+__all__ = ["PROBES", "STATUSES", "Outcome", "classify", "run_probe", "run_probes"]
 
 STATUSES = ("pass", "unsupported", "incorrect", "timeout", "hang", "crash")
 #: family id (as in rules/families.toml and the report) -> probe module in cuda4amd.evidence.probes
@@ -65,7 +66,7 @@ class Outcome:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Outcome":
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         outcome = cls(**known)
         if outcome.status not in STATUSES:

@@ -4,7 +4,7 @@ with a readiness line and the next step per gap, as JSON or console text.
 """
 from __future__ import annotations
 
-__all__ = ["render_console", "render_markdown", "show", "doctor_document"]
+__all__ = ["doctor_document", "render_console", "render_markdown", "show"]
 
 MARK = {"ok": ("✓", "green"), "missing": ("✗", "red"), "warning": ("!", "yellow"), "info": ("·", "dim")}
 LEVEL_STYLE = {"ready": "bold green", "partial": "bold yellow", "not-ready": "bold red"}

@@ -15,8 +15,8 @@ families.toml).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from cuda4amd.host.detect import override_gfx
 from cuda4amd.host.report import HostReport
@@ -24,8 +24,18 @@ from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
 from cuda4amd.rules.gpus import GpuProfiles, gfx_major
 from cuda4amd.rules.loader import RuleSet, load_rules
 
-__all__ = ["REDIRECTED_FAMILIES", "GAP_CODES", "Gap", "find_gaps", "host_gaps", "family_libraries", "Check",
-           "Readiness", "readiness", "effective_gfx"]
+__all__ = [
+    "GAP_CODES",
+    "REDIRECTED_FAMILIES",
+    "Check",
+    "Gap",
+    "Readiness",
+    "effective_gfx",
+    "family_libraries",
+    "find_gaps",
+    "host_gaps",
+    "readiness",
+]
 
 #: family ids whose calls ZLUDA redirects to an AMD library (or implements itself)
 REDIRECTED_FAMILIES: tuple[str, ...] = ("driver_api", "blas", "blaslt", "sparse", "dnn", "fft")

@@ -19,16 +19,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from cuda4amd.host.probes import CommandResult, HipRuntimeResult, Probes, pathmod
 from cuda4amd.rules.gpus import GpuProfiles, base_gfx, gfx_from_target_version, zluda_capable
 
 __all__ = [
-    "Gpu", "ProbeRecord", "GpuDetection", "detect_gpus", "select_gpu",
-    "parse_hipinfo", "parse_cim_json", "parse_rocminfo", "parse_agent_enumerator", "read_kfd_nodes",
-    "KFD_NODES", "CIM_COMMAND",
+    "CIM_COMMAND",
+    "KFD_NODES",
+    "Gpu",
+    "GpuDetection",
+    "ProbeRecord",
+    "detect_gpus",
+    "parse_agent_enumerator",
+    "parse_cim_json",
+    "parse_hipinfo",
+    "parse_rocminfo",
+    "read_kfd_nodes",
+    "select_gpu",
 ]
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"

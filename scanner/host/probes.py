@@ -24,18 +24,32 @@ import posixpath
 import re
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from typing import Any, Protocol, runtime_checkable
 
 from cuda4amd.model import PrivateStrings
 
 __all__ = [
-    "CommandResult", "CommandRunner", "SystemCommands", "RecordedCommands",
-    "FileSystem", "LocalFileSystem", "MountedFileSystem",
-    "Environment", "OsEnvironment", "RecordedEnvironment",
-    "HipDevice", "HipRuntimeResult", "HipRuntime", "CtypesHipRuntime", "RecordedHipRuntime",
-    "Probes", "pathmod", "current_platform",
+    "CommandResult",
+    "CommandRunner",
+    "CtypesHipRuntime",
+    "Environment",
+    "FileSystem",
+    "HipDevice",
+    "HipRuntime",
+    "HipRuntimeResult",
+    "LocalFileSystem",
+    "MountedFileSystem",
+    "OsEnvironment",
+    "Probes",
+    "RecordedCommands",
+    "RecordedEnvironment",
+    "RecordedHipRuntime",
+    "SystemCommands",
+    "current_platform",
+    "pathmod",
 ]
 
 
@@ -303,7 +317,7 @@ class Environment(Protocol):
 
     def names(self) -> list[str]: ...
 
-    def private_strings(self) -> "PrivateStrings": ...
+    def private_strings(self) -> PrivateStrings: ...
 
 
 class OsEnvironment:
@@ -494,7 +508,7 @@ class Probes:
         return self.env.platform
 
     @classmethod
-    def real(cls) -> "Probes":
+    def real(cls) -> Probes:
         return cls(OsEnvironment(), LocalFileSystem(), SystemCommands(), CtypesHipRuntime())
 
 

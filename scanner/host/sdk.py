@@ -20,15 +20,26 @@ Per-arch kernel files are the ones rocBLAS/hipBLASLt load for a GPU:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Sequence
 
 from cuda4amd.host.gpus import ProbeRecord
 from cuda4amd.host.probes import Probes, pathmod
 
-__all__ = ["LIBRARIES", "KERNEL_LIBRARIES", "LibraryState", "KernelSet", "HipSdk", "find_sdks",
-           "select_sdk", "kernel_archs", "files_for_arch", "parse_hip_version_file", "version_key"]
+__all__ = [
+    "KERNEL_LIBRARIES",
+    "LIBRARIES",
+    "HipSdk",
+    "KernelSet",
+    "LibraryState",
+    "files_for_arch",
+    "find_sdks",
+    "kernel_archs",
+    "parse_hip_version_file",
+    "select_sdk",
+    "version_key",
+]
 
 #: library key -> (human name, Windows file names, Linux file-name regex)
 LIBRARIES: Mapping[str, tuple[str, tuple[str, ...], str]] = MappingProxyType({

@@ -14,8 +14,8 @@ to the manifest).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from cuda4amd.host.probes import (
     CommandResult,
@@ -28,7 +28,7 @@ from cuda4amd.host.probes import (
     RecordedHipRuntime,
 )
 
-__all__ = ["read_recorded", "build_tree", "windows_probes", "linux_probes"]
+__all__ = ["build_tree", "linux_probes", "read_recorded", "windows_probes"]
 
 
 def read_recorded(path: str | os.PathLike[str]) -> str:

@@ -17,13 +17,14 @@ none does, the closest ones are named and the match says so.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cuda4amd.host.gpus import ProbeRecord
 from cuda4amd.host.probes import Probes, pathmod, split_path_list, unique
 
-__all__ = ["ZludaInstall", "find_zluda", "SIGNATURE_FILES", "DRIVER_FILES", "CONFIG_VARIABLE"]
+__all__ = ["CONFIG_VARIABLE", "DRIVER_FILES", "SIGNATURE_FILES", "ZludaInstall", "find_zluda"]
 
 #: files only a ZLUDA release has, per platform
 SIGNATURE_FILES = {

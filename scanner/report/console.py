@@ -60,7 +60,7 @@ def install_ascii_fallback(*streams) -> None:
                 pass
 
 
-def terminal(file=None, *, color: str = "auto", stderr: bool = False) -> "Console":
+def terminal(file=None, *, color: str = "auto", stderr: bool = False) -> Console:
     """A rich Console on `file` (default stdout) as rich detects it; --color always/never overrides the colour."""
     from rich.console import Console
 
@@ -87,7 +87,7 @@ def render(document: dict, *, verbose: bool = False, color: bool = False, width:
     return out.getvalue()
 
 
-def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = False, summary_only: bool = False) -> None:
+def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = False, summary_only: bool = False) -> None:
     """Print the report on `console`: the verdict line; unless `quiet`, the counts; unless `summary_only`, the rest.
 
     Every string is a rich Text (never markup, so a name with ``[...]`` shows as it is) of the document
@@ -140,7 +140,7 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
             console.print(Text(f"  {error['path']}: {error['message']}"))
 
 
-def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None:
+def _print_binaries(console: Console, cuda: list[dict], verbose: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -162,7 +162,7 @@ def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None
     console.print(table)
 
 
-def _print_packages(console: "Console", packages: list[dict], verbose: bool, by_path: dict[str, dict]) -> None:
+def _print_packages(console: Console, packages: list[dict], verbose: bool, by_path: dict[str, dict]) -> None:
     from rich.table import Table
     from rich.text import Text
 

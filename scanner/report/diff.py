@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA

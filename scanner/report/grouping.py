@@ -6,7 +6,7 @@ row, not seven.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 ORDER = {"blocked": 0, "degraded": 1, "ready": 2}
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 from json.encoder import encode_basestring  # the C encoder where there is one
 
-__all__ = ["render", "indented"]
+__all__ = ["indented", "render"]
 
 
 def render(document: dict) -> str:

@@ -26,8 +26,8 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Iterable
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import headline

@@ -35,12 +35,23 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cuda4amd.model import PrivateStrings
 
-__all__ = ["HOME", "USER", "HOST", "TARGET", "HOST_REPORT_HOME", "PrivateStrings", "Redactor", "private_strings",
-           "redact_document", "is_redacted"]
+__all__ = [
+    "HOME",
+    "HOST",
+    "HOST_REPORT_HOME",
+    "TARGET",
+    "USER",
+    "PrivateStrings",
+    "Redactor",
+    "is_redacted",
+    "private_strings",
+    "redact_document",
+]
 
 HOME, USER, HOST, TARGET = "<home>", "<user>", "<host>", "<target>"
 #: what the home folder becomes in a host report, per platform: what `cuda4amd run` expands back
@@ -175,7 +186,7 @@ class Redactor:
             self._name_re = re.compile(_WORD_START + f"(?:{alternatives})" + _WORD_END, re.IGNORECASE)
 
     @classmethod
-    def for_host_report(cls, platform: str, private: PrivateStrings | None = None) -> "Redactor":
+    def for_host_report(cls, platform: str, private: PrivateStrings | None = None) -> Redactor:
         """The redactor of a host report: the probes' private strings (none
         when not given), the home folder as HOST_REPORT_HOME[platform], other
         users' home folders kept as ``…\\Users\\<user>``."""

@@ -17,9 +17,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 from cuda4amd.rules.frameworks import CONFIDENCE, SWITCH_KINDS
 from cuda4amd.rules.validate import (
@@ -42,10 +43,24 @@ from cuda4amd.rules.validate import (
 from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
-    "RUNTIME_DIR", "NAMES_FILE", "GENERATORS_FILE", "EMITS", "SWITCH_EMITS", "NEEDED",
-    "NameTemplate", "NameRules", "Generator", "GeneratorSwitch",
-    "load_name_rules", "load_name_files", "name_heads", "family_stems", "literal_prefixes",
-    "load_generators", "load_generator_files", "generators_for",
+    "EMITS",
+    "GENERATORS_FILE",
+    "NAMES_FILE",
+    "NEEDED",
+    "RUNTIME_DIR",
+    "SWITCH_EMITS",
+    "Generator",
+    "GeneratorSwitch",
+    "NameRules",
+    "NameTemplate",
+    "family_stems",
+    "generators_for",
+    "literal_prefixes",
+    "load_generator_files",
+    "load_generators",
+    "load_name_files",
+    "load_name_rules",
+    "name_heads",
 ]
 
 RUNTIME_DIR = "runtime"

@@ -18,14 +18,15 @@ import os
 import posixpath
 import re
 import zipfile
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Iterator, cast
+from typing import cast
 
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["Distribution", "find_distributions", "owners_of", "canonical_name"]
+__all__ = ["Distribution", "canonical_name", "find_distributions", "owners_of"]
 
 UNKNOWN_VERSION = "unknown"
 #: how deep below a folder target's root to look for site-packages (a dist-info's parent);

@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from cuda4amd.model import LoadKind, ScannedBinary, loader_key
 from cuda4amd.model import platform_of as platform_of_format

@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from cuda4amd.model import platform_of
 from cuda4amd.rules.frameworks import Framework, advice_for, framework_for

@@ -10,8 +10,8 @@ that flow, so what loads it is too.
 """
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from cuda4amd.model import ScannedBinary
 from cuda4amd.rules.kernels import PtxAcceptance

@@ -8,7 +8,7 @@ from __future__ import annotations
 import os
 import threading
 
-__all__ = ["usable_cores", "process_context", "forks"]
+__all__ = ["forks", "process_context", "usable_cores"]
 
 
 def usable_cores() -> int:

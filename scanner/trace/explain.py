@@ -15,11 +15,12 @@ docs/src/troubleshooting.md at v6, "Understanding the zluda_trace output").
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import Any
 
 from cuda4amd.trace.read import MODULE_FILE, Entry, TraceRun, ptx_header
 
-__all__ = ["explain_run", "explain", "family_of", "SCHEMA"]
+__all__ = ["SCHEMA", "explain", "explain_run", "family_of"]
 
 SCHEMA = "cuda4amd.trace-explain/1"
 #: function-name prefix -> (family id of the report, function-table keys of the release), longest first

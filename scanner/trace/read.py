@@ -41,7 +41,7 @@ from typing import BinaryIO
 
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["TraceError", "Entry", "TraceRun", "open_trace", "parse_log", "ptx_header", "LOG_NAME", "MODULE_FILE"]
+__all__ = ["LOG_NAME", "MODULE_FILE", "Entry", "TraceError", "TraceRun", "open_trace", "parse_log", "ptx_header"]
 
 LOG_NAME = "log.txt"
 LOG_PREFIX = "[ZLUDA_TRACE] "
@@ -67,7 +67,7 @@ class Entry:
     name: str | None = None  # None: a note
     args: str = ""
     status: str | None = None
-    children: list["Entry"] = field(default_factory=list)
+    children: list[Entry] = field(default_factory=list)
 
     @property
     def is_call(self) -> bool:

@@ -6,7 +6,7 @@ from typing import Any
 
 from cuda4amd.report.escape import visible_document
 
-__all__ = ["text", "markdown"]
+__all__ = ["markdown", "text"]
 
 _SPECIAL = re.compile(r"([\\`*\[\]|#~<>_])")
 

@@ -28,7 +28,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 #: family -> default names, newest first (see the module docstring for the source)
 DEFAULT_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -85,7 +86,7 @@ class Probe:
         sys.stdout.write(f"@result {line}\n")
         sys.stdout.flush()
 
-    def run(self, body: Callable[["Probe"], str]) -> int:
+    def run(self, body: Callable[[Probe], str]) -> int:
         """Run body(self); its return value is the detail of a pass."""
         try:
             detail = body(self)

@@ -39,7 +39,7 @@ def _struct(fmt: str) -> struct.Struct:
 class BinView:
     """Bounds-checked reads from ``buf``. ``endian`` is "<" or ">"."""
 
-    __slots__ = ("buf", "size", "endian", "string_budget")
+    __slots__ = ("buf", "endian", "size", "string_budget")
 
     def __init__(self, buf: Buffer, endian: str = "<") -> None:
         self.buf = buf

@@ -31,7 +31,7 @@ import re
 from cuda4amd.model import BinaryInfo, DriverNames
 from cuda4amd.scan.read.pages import CHUNK, Pages
 
-__all__ = ["DriverNames", "find_driver_names", "DATA_SECTIONS"]
+__all__ = ["DATA_SECTIONS", "DriverNames", "find_driver_names"]
 
 #: where string literals live (PE, ELF)
 DATA_SECTIONS = frozenset({".rdata", ".rodata", ".data.rel.ro", ".lrodata"})

@@ -325,11 +325,7 @@ def read_elf(v: BinView, exports: bool = True) -> BinaryInfo:
             runpath.extend(p for p in dstr(val, "DT_RUNPATH").split(":") if p)
         elif tag == DT_RPATH:
             rpath.extend(p for p in dstr(val, "DT_RPATH").split(":") if p)
-        elif tag == DT_BIND_NOW:
-            bind_now = True
-        elif tag == DT_FLAGS and val & DF_BIND_NOW:
-            bind_now = True
-        elif tag == DT_FLAGS_1 and val & DF_1_NOW:
+        elif tag == DT_BIND_NOW or (tag == DT_FLAGS and val & DF_BIND_NOW) or (tag == DT_FLAGS_1 and val & DF_1_NOW):
             bind_now = True
 
     undefined, exported, by_lib = _dynamic_symbols(e, dyn, exports)

@@ -17,8 +17,9 @@ import mmap
 import os
 import stat
 import struct
+from collections.abc import Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from cuda4amd.model import BinaryInfo
 from cuda4amd.scan.read.binview import BinView, MalformedBinary
@@ -27,8 +28,8 @@ from cuda4amd.scan.read.sniff import SNIFF_BYTES, misplaced_pe_header, sniff, sn
 
 __all__ = [
     "ENGINES",
-    "MalformedBinary",
     "SNIFF_BYTES",
+    "MalformedBinary",
     "open_regular",
     "open_regular_fd",
     "read_bytes",
@@ -99,7 +100,7 @@ def _guard(fn, *args) -> BinaryInfo:
         raise MalformedBinary("binary structures need more memory than is available") from None
     except RecursionError:
         raise MalformedBinary("binary structures nest too deeply (cyclic?)") from None
-    except Exception as exc:  # noqa: BLE001 - the contract: one exception type for bad input
+    except Exception as exc:
         raise MalformedBinary(f"cannot parse binary ({type(exc).__name__}: {exc})") from exc
 
 

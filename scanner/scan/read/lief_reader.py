@@ -218,11 +218,7 @@ def _elf(b) -> BinaryInfo:
             runpath.extend(p for p in _name(d.runpath).split(":") if p)
         elif tag == T.RPATH:
             rpath.extend(p for p in _name(d.rpath).split(":") if p)
-        elif tag == T.BIND_NOW:
-            bind_now = True
-        elif tag == T.FLAGS and d.value & DF_BIND_NOW:
-            bind_now = True
-        elif tag == T.FLAGS_1 and d.value & DF_1_NOW:
+        elif tag == T.BIND_NOW or (tag == T.FLAGS and d.value & DF_BIND_NOW) or (tag == T.FLAGS_1 and d.value & DF_1_NOW):
             bind_now = True
 
     ver_file: dict[int, str] = {}

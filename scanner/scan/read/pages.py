@@ -17,7 +17,7 @@ whether it is reading the disk at all.
 from __future__ import annotations
 
 import mmap
-from typing import Iterable
+from collections.abc import Iterable
 
 try:
     import resource
@@ -36,7 +36,7 @@ _CAN_ADVISE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "MA
 class Pages:
     """The pages of one buffer, handed back (or advised) by file range."""
 
-    __slots__ = ("buf", "size", "enabled")
+    __slots__ = ("buf", "enabled", "size")
 
     def __init__(self, buf) -> None:
         self.buf = buf

@@ -7,8 +7,8 @@ imports still count, and the damage becomes a per-file error.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
