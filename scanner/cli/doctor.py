@@ -28,7 +28,8 @@ DOCTOR_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown"
               help="Also run the smoke probes on this machine (through the ZLUDA found, else the system's libraries).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="With --run: time limit of each probe.")
-def doctor(fmt, output, target, verbose, quiet, color, run_probes, timeout) -> None:
+def doctor(fmt: str | None, output: str | None, target: str | None, verbose: bool, quiet: bool, color: str,
+           run_probes: bool, timeout: float) -> None:
     """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
     HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
 

@@ -13,7 +13,7 @@ from cuda4amd.fix.commands import EXIT_REFUSED, EXIT_UNDO_INCOMPLETE, EXIT_USAGE
 @click.option("--print-env", is_flag=True, help="Print the environment and the command instead of running it.")
 @click.argument("program")
 @click.argument("args", nargs=-1, type=click.UNPROCESSED)
-def run(target, print_env, program, args) -> None:
+def run(target: str | None, print_env: bool, program: str, args: tuple[str, ...]) -> None:
     """Run PROGRAM through the ZLUDA link that `cuda4amd scan --fix` installed.
 
     Sets the plan's environment (HIP_PATH, PATH / LD_LIBRARY_PATH, LD_AUDIT,
@@ -28,7 +28,7 @@ def run(target, print_env, program, args) -> None:
 @click.command("undo")
 @click.argument("target")
 @click.option("--force", is_flag=True, help="Also restore files that were changed after the fix.")
-def undo(target, force) -> None:
+def undo(target: str, force: bool) -> None:
     """Undo `cuda4amd scan TARGET --fix`: restore the tree byte for byte and
     remove what the fix added (ZLUDA's files, launchers, backups, journal).
 

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -18,6 +20,12 @@ from cuda4amd.cli.output import (
     rules_error_text,
 )
 from cuda4amd.report import FORMATS
+
+if TYPE_CHECKING:
+    import networkx as nx
+    from click.shell_completion import CompletionItem
+
+    from cuda4amd.cli.progress import TerminalProgress
 
 HOST_FILE_HINT = ("--host FILE takes a host report, the JSON of `cuda4amd doctor --format json` (recorded ones: "
                   "fixtures/zluda/hosts/ and tests/goldens/hosts/ in the source tree); raw probe output such as "
@@ -41,12 +49,12 @@ class ReleaseOption(click.Option):
     """--zluda-release: its help lists the shipped tags, read when the help is shown (not at start-up);
     not a click.Choice, because a --rules folder may add releases (the rules loader checks the tag)."""
 
-    def get_help_record(self, ctx):
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         self.help = ("Judge against this ZLUDA release's function tables (default: the rules' default); "
                      f"shipped: {', '.join(shipped_release_tags())}.")
         return super().get_help_record(ctx)
 
-    def shell_complete(self, ctx, incomplete):
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         from click.shell_completion import CompletionItem
 
         return [CompletionItem(tag) for tag in shipped_release_tags() if tag.startswith(incomplete)]
@@ -76,8 +84,11 @@ class ReleaseOption(click.Option):
 @click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
 @click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, follow_links, host,
-         jobs, no_cache, verbose, quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
+def scan(target: str, fmt: str | None, output: str | None, graph_file: str | None, no_redact: bool,
+         zluda_release: str | None, engine: str, search_paths: tuple[str, ...], rule_dirs: tuple[str, ...],
+         follow_links: bool, host: str, jobs: int | None, no_cache: bool, verbose: bool, quiet: bool, color: str,
+         fix: bool, dry_run: bool, yes: bool, mode: str, zluda_path: str | None, sha256: str | None,
+         launcher_dir: str | None) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
@@ -132,7 +143,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         redactor = Redactor(target_root=result.target.path)
     shared = redactor.document(document) if redactor else document  # what leaves the terminal
 
-    def make_graph():
+    def make_graph() -> nx.DiGraph:
         from cuda4amd.report import graph_export
 
         graph = graph_export.attributed(result.graph, document)
@@ -146,7 +157,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     from cuda4amd.cli.progress import download_bar
     from cuda4amd.fix.commands import fix_target
 
-    with download_bar() as progress:
+    with download_bar() as download_progress:
         outcome = fix_target(
             result,
             mode=mode,
@@ -161,7 +172,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
             rules=result.rules,
             launcher_dir=launcher_dir,
             rescan=None,
-            progress=progress,
+            progress=download_progress,
         )
     if outcome.status == "applied" and host == "auto" and outcome.plan is not None:
         from cuda4amd.evidence.after_fix import smoke_after_fix
@@ -171,7 +182,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
 
 
 
-def _progress():
+def _progress() -> AbstractContextManager[TerminalProgress | None]:
     """A progress bar on stderr while reading, only when stderr is a terminal."""
     from contextlib import nullcontext
 
