@@ -123,7 +123,7 @@ def fold(reports: list[tuple[str, dict[str, Any]]], skipped: list[dict[str, str]
     for (app, version, zluda, gfx), cell in sorted(cells.items(), key=lambda kv: tuple(s.lower() for s in kv[0])):
         verdicts = cell["verdicts"]
         verdict = next(iter(verdicts)) if len(verdicts) == 1 else \
-            ", ".join(f"{v} ×{n}" for v, n in verdicts.most_common())
+            ", ".join(f"{v} \N{MULTIPLICATION SIGN}{n}" for v, n in verdicts.most_common())
         rows.append({"application": app, "version": version, "zluda": zluda, "gfx": gfx, "verdict": verdict,
                      "evidence": cell["evidence"], "probes": sorted(cell["probes"]), "reports": len(cell["sources"]),
                      "sources": cell["sources"]})

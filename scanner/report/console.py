@@ -27,8 +27,9 @@ COLOR_CHOICES = ("auto", "always", "never")
 
 #: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape)
 ASCII_FALLBACK = {
-    "→": "->", "←": "<-", "✓": "+", "✗": "x", "·": "-", "—": "--", "–": "-", "…": "...", "×": "x",
-    "−": "-", "≥": ">=", "≤": "<=", "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*",
+    "→": "->", "←": "<-", "✓": "+", "✗": "x", "·": "-", "—": "--", "\N{EN DASH}": "-", "…": "...",
+    "\N{MULTIPLICATION SIGN}": "x", "\N{MINUS SIGN}": "-", "≥": ">=", "≤": "<=",
+    "\N{LEFT SINGLE QUOTATION MARK}": "'", "\N{RIGHT SINGLE QUOTATION MARK}": "'", "“": '"', "”": '"', "•": "*",
 }
 ERROR_HANDLER = "cuda4amd.ascii"
 

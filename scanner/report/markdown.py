@@ -643,7 +643,7 @@ class _Diagram:
             for member in members:
                 name = member.rsplit("/", 1)[-1]
                 names[name] = names.get(name, 0) + 1
-            shown = [_short(n, 32) + (f" ×{c}" if c > 1 else "") for n, c in list(names.items())[:3]]
+            shown = [_short(n, 32) + (f" \N{MULTIPLICATION SIGN}{c}" if c > 1 else "") for n, c in list(names.items())[:3]]
             label = f"{len(members)} binaries<br/>" + ", ".join(shown) + (
                 f" +{len(names) - 3} more" if len(names) > 3 else "")
             return _Node(new_key, label, nodes[keys[0]].state, "box", members)

@@ -22,7 +22,7 @@ def _code(value: object) -> str:
 
 
 def _statuses(row: dict[str, Any]) -> str:
-    return ", ".join(f"{s}×{n}" if n > 1 else s for s, n in row["statuses"].items())
+    return ", ".join(f"{s}\N{MULTIPLICATION SIGN}{n}" if n > 1 else s for s, n in row["statuses"].items())
 
 
 def text(doc: dict[str, Any]) -> str:
@@ -42,8 +42,9 @@ def text(doc: dict[str, Any]) -> str:
         else:
             out.append("  no failed calls")
         if run["harmless"]:
-            out.append("  usually harmless: " + ", ".join(f"{h['function']} → {h['status']}×{h['count']}"
-                                                         for h in run["harmless"][:6]))
+            out.append("  usually harmless: " + ", ".join(
+                f"{h['function']} → {h['status']}\N{MULTIPLICATION SIGN}{h['count']}"
+                for h in run["harmless"][:6]))
         launch = run["last_launch"]
         if launch:
             out.append(f"  last kernel launch: {launch.get('kernel') or launch['function']} (line {launch['line']}, "

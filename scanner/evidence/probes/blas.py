@@ -1,4 +1,4 @@
-"""cuBLAS probe: cublasSgemm_v2 of a 3×4 by 4×2 product (column-major, as
+"""cuBLAS probe: cublasSgemm_v2 of a 3x4 by 4x2 product (column-major, as
 cuBLAS stores matrices) compared with the same product in Python.
 
 Calls and enums from cublas_api.h; cublasCreate_v2, cublasSgemm_v2 and

@@ -1,4 +1,4 @@
-"""cuBLASLt probe: cublasLtMatmul of a 3×4 by 4×2 float32 product (the
+"""cuBLASLt probe: cublasLtMatmul of a 3x4 by 4x2 float32 product (the
 algorithm from cublasLtMatmulAlgoGetHeuristic) compared with Python's.
 
 Calls, enums and the heuristic-result layout from cublasLt.h; every call is in

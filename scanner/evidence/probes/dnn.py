@@ -1,4 +1,4 @@
-"""cuDNN probe: cudnnConvolutionForward of a 1×1×4×4 input with a 1×1×2×2
+"""cuDNN probe: cudnnConvolutionForward of a 1x1x4x4 input with a 1x1x2x2
 filter (cross-correlation, no padding, implicit-GEMM algorithm), compared with
 the same convolution in Python.
 

@@ -1,4 +1,4 @@
-"""cuSPARSE probe: a sparse matrix times a vector (y = A·x, A 4×4 with 6
+"""cuSPARSE probe: a sparse matrix times a vector (y = A·x, A 4x4 with 6
 non-zeros in COO form), compared with Python's.
 
 The product goes through cusparseSpMM with a one-column dense matrix: ZLUDA's
