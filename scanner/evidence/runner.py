@@ -24,6 +24,7 @@ runs on a machine that has nothing else (the NVIDIA evidence run).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -208,10 +209,8 @@ def _kill(proc: subprocess.Popen) -> None:
             proc.kill()
     except OSError:
         pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _parse(lines: Sequence[str]) -> tuple[dict[str, Any] | None, str | None]:

@@ -9,9 +9,11 @@ is the same product. Calls and enums from cusparse.h (CUDA 12).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+from collections.abc import Sequence
 
-from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
+from cuda4amd.evidence.probes.common import Failed, Probe, close_enough, function, main_for, open_library
 
 #: cusparseStatus_t (cusparse.h); ZLUDA's unimplemented functions return NOT_SUPPORTED (zluda_sparse/src/impl.rs)
 STATUS = {1: "CUSPARSE_STATUS_NOT_INITIALIZED", 2: "CUSPARSE_STATUS_ALLOC_FAILED", 3: "CUSPARSE_STATUS_INVALID_VALUE",
@@ -27,7 +29,7 @@ SIZE = 4
 X = [1.0, -2.0, 0.5, 4.0]
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv, lib, call = open_library(probe, args, "cuSPARSE", NOT_SUPPORTED, STATUS)
 
     try:
@@ -65,7 +67,7 @@ def body(probe, args) -> str:
     finally:
         drv.close()
     want = [0.0] * SIZE
-    for r, c, v in zip(ROWS, COLS, VALUES):
+    for r, c, v in zip(ROWS, COLS, VALUES, strict=True):
         want[r] += v * X[c]
     wrong = close_enough(got, want)
     if wrong:
@@ -73,7 +75,7 @@ def body(probe, args) -> str:
     return f"sparse {SIZE}x{SIZE} COO matrix times a vector (cusparseSpMM, one column) matched Python's"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("sparse", "sparse", body, argv)
 
 
