@@ -12,6 +12,7 @@ on such streams by themselves.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
 from typing import TYPE_CHECKING
 
@@ -55,10 +56,8 @@ def install_ascii_fallback(*streams) -> None:
         codecs.register_error(ERROR_HANDLER, _ascii_fallback)
     for stream in streams:
         if isinstance(stream, io.TextIOWrapper):
-            try:
+            with contextlib.suppress(ValueError, io.UnsupportedOperation):  # a closed or detached stream
                 stream.reconfigure(errors=ERROR_HANDLER)
-            except (ValueError, io.UnsupportedOperation):  # a closed or detached stream
-                pass
 
 
 def terminal(file=None, *, color: str = "auto", stderr: bool = False) -> Console:

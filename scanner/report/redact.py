@@ -242,8 +242,11 @@ class Redactor:
         target = document.get("target")
         if isinstance(target, dict) and isinstance(target.get("path"), str):
             out["target"]["path"] = self.target_path(target["path"])
-        for original, binary in zip(document.get("binaries") or (), out.get("binaries") or ()):
-            for dep_before, dep in zip(original.get("dependencies") or (), binary.get("dependencies") or ()):
+        # `out` is a copy of `document`: its lists have the same lengths
+        for original, binary in zip(document.get("binaries") or (), out.get("binaries") or (), strict=True):
+            for dep_before, dep in zip(original.get("dependencies") or (), binary.get("dependencies") or (),
+                                       strict=True):
+
                 dep["resolved"] = self.resolved(dep_before.get("resolved"))
         evidence = document.get("evidence")
         if isinstance(evidence, dict):  # levels, routes and statuses are vocabulary; details and paths are not

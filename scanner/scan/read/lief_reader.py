@@ -8,6 +8,7 @@ can tell; readers.py converts anything else that escapes.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
 
@@ -30,10 +31,9 @@ from cuda4amd.scan.read.pe import IMAGE_FILE_DLL
 from cuda4amd.scan.read.pe import machine_name as pe_machine_name
 from cuda4amd.scan.read.sniff import sniff_file
 
-try:  # keep lief quiet: its warnings go to stderr otherwise
+# keep lief quiet: its warnings go to stderr otherwise (any error: an older or newer lief without it)
+with contextlib.suppress(Exception):
     lief.logging.disable()
-except Exception:  # pragma: no cover - older/newer lief
-    pass
 
 
 def _name(s) -> str:

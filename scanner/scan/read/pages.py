@@ -16,6 +16,7 @@ whether it is reading the disk at all.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
 from collections.abc import Iterable
 
@@ -67,10 +68,8 @@ class Pages:
         ``MADV_NORMAL``), for ranges of more than CHUNK bytes."""
         if self.advisable(start, end):
             a = start - start % mmap.PAGESIZE
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self.buf.madvise(getattr(mmap, advice), a, end - a)
-            except (OSError, ValueError):
-                pass
 
     def ask(self, ranges: Iterable[tuple[int, int]]) -> None:
         """Ask for the pages that hold each [start, end) (``MADV_WILLNEED``, one call per run of adjacent

@@ -7,6 +7,7 @@ structure is bounds checked and every loop is capped, so hostile input ends in
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 from bisect import bisect_right
 
@@ -146,10 +147,8 @@ class PEImage:
             name = decode(raw)
             if raw[:1] == b"/" and strtab is not None and raw[1:].isdigit():
                 idx = int(raw[1:])
-                try:
+                with contextlib.suppress(MalformedBinary):  # keep the raw "/N" when the string table is broken
                     name = self.v.cstr(strtab + idx, "long section name")
-                except MalformedBinary:
-                    pass  # keep the raw "/N" when the string table is broken
             out.append(Section(name, va, vsize, rptr, rsize))
         return tuple(out)
 
