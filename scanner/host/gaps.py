@@ -375,8 +375,8 @@ def readiness(host: HostReport, profiles: GpuProfiles | None = None, *, rules: R
     profiles = profiles if profiles is not None else rules.gpus
     libraries = family_libraries(rules)
     gaps = host_gaps(host, REDIRECTED_FAMILIES, profiles, rules=rules)
-    checks = (_gpu_checks(host, profiles) + [_runtime_check(host)] + _sdk_checks(host, profiles, libraries)
-              + _zluda_checks(host) + _env_checks(host, profiles))
+    checks = [*_gpu_checks(host, profiles), _runtime_check(host), *_sdk_checks(host, profiles, libraries),
+              *_zluda_checks(host), *_env_checks(host, profiles)]
     gpu = host.gpu
     if gaps["driver_api"]:
         level = "not-ready"

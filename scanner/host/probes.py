@@ -27,6 +27,7 @@ import sys
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from types import ModuleType
 from typing import Any, Protocol, runtime_checkable
 
 from cuda4amd.model import PrivateStrings
@@ -57,7 +58,7 @@ def current_platform() -> str:
     return "windows" if sys.platform.startswith("win") else "linux"
 
 
-def pathmod(platform: str):
+def pathmod(platform: str) -> ModuleType:
     """The os.path flavour of a probed platform (ntpath or posixpath)."""
     return ntpath if platform == "windows" else posixpath
 
@@ -280,7 +281,7 @@ class MountedFileSystem:
                 return []
         parts = self._parts(path)
         names = set()
-        for prefix, root in self.mounts:
+        for prefix, _root in self.mounts:
             if len(prefix) > len(parts) and prefix[: len(parts)] == parts:
                 names.add(prefix[len(parts)])
         return sorted(names)

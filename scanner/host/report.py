@@ -52,7 +52,7 @@ class HostReportError(ValueError):
         self.message = message
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[HostReportError], tuple[Path | None, str]]:
         return (type(self), (self.path, self.message))
 
 

@@ -77,11 +77,15 @@ def _probes(platform: str, mounts: Mapping[str, str | os.PathLike[str]] | None,
     )
 
 
-def windows_probes(mounts=None, env=None, commands=None, hip=None, private=None,
-                   os_description: str = "Windows 10.0.26100") -> Probes:
+def windows_probes(mounts: Mapping[str, str | os.PathLike[str]] | None = None, env: Mapping[str, str] | None = None,
+                   commands: Mapping[str, CommandResult | str] | None = None, hip: HipRuntimeResult | None = None,
+                   private: PrivateStrings | None = None, os_description: str = "Windows 10.0.26100") -> Probes:
     base = {"SystemRoot": "C:\\Windows", "ProgramFiles": "C:\\Program Files"}
     return _probes("windows", mounts, {**base, **(env or {})}, commands, hip, private, os_description)
 
 
-def linux_probes(mounts=None, env=None, commands=None, private=None, os_description: str = "Linux 6.8.0") -> Probes:
+def linux_probes(mounts: Mapping[str, str | os.PathLike[str]] | None = None, env: Mapping[str, str] | None = None,
+                 commands: Mapping[str, CommandResult | str] | None = None, private: PrivateStrings | None = None,
+                 os_description: str = "Linux 6.8.0") -> Probes:
+
     return _probes("linux", mounts, env, commands, None, private, os_description)
