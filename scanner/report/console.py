@@ -14,7 +14,7 @@ from __future__ import annotations
 import codecs
 import contextlib
 import io
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
@@ -43,7 +43,7 @@ def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
     return out, error.end
 
 
-def install_ascii_fallback(*streams) -> None:
+def install_ascii_fallback(*streams: object) -> None:
     """Make `streams` (text files such as sys.stdout) write ASCII for what their encoding cannot encode.
 
     The encoding stays what the stream has (so a UTF-8 terminal keeps its
@@ -60,7 +60,7 @@ def install_ascii_fallback(*streams) -> None:
                 stream.reconfigure(errors=ERROR_HANDLER)
 
 
-def terminal(file=None, *, color: str = "auto", stderr: bool = False) -> Console:
+def terminal(file: IO[str] | None = None, *, color: str = "auto", stderr: bool = False) -> Console:
     """A rich Console on `file` (default stdout) as rich detects it; --color always/never overrides the colour."""
     from rich.console import Console
 

@@ -105,7 +105,8 @@ def _digits(value: str) -> str:
     return re.sub(r"\d+", "#", value.casefold())
 
 
-def _pair(before: dict[str, Any], after: dict[str, Any], key: Callable[[str], str] = _digits):
+def _pair(before: dict[str, Any], after: dict[str, Any],
+          key: Callable[[str], str] = _digits) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """(matched (b, a) names, removed names, added names): exact names first, then unique digit-only renames."""
     same = sorted(set(before) & set(after))
     removed = sorted(set(before) - set(after))
@@ -302,7 +303,7 @@ def render_json(diff: dict) -> str:
     return json_text(diff)
 
 
-def _arrow(change: dict, show=str) -> str:
+def _arrow(change: dict, show: Callable[[Any], str] = str) -> str:
     text = f"{show(change['before'])} → {show(change['after'])}"
     return text + (f" ({change['direction']})" if change.get("direction") else "")
 
@@ -372,7 +373,7 @@ def _binary_groups(changed: list[dict], names: int) -> list[tuple[list[dict], li
     return list(groups.values())
 
 
-def _who(entries: list[dict], show, shown: int = 3) -> str:
+def _who(entries: list[dict], show: Callable[[str], str], shown: int = 3) -> str:
     """One binary's name (with its rename), or 'N binaries: a, b, c +k more'."""
     if len(entries) == 1:
         entry = entries[0]
@@ -389,7 +390,7 @@ def _binary_lines(entry: dict, names: int) -> list[tuple[str, str]]:
     if entry.get("kernels"):
         lines.append(("", f"kernels: {_arrow(entry['kernels'], _shown)}"))
     if entry.get("nvidia_library"):
-        def me(v):
+        def me(v: dict | None) -> str:
             return "not an NVIDIA library" if v is None else f"NVIDIA {v.get('family')} → {v.get('route')}"
         lines.append(("", f"is: {_arrow(entry['nvidia_library'], me)}"))
     deps = entry.get("dependencies") or {}

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import html
 import re
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import headline
@@ -113,8 +114,8 @@ def _h(value: object) -> str:
     return html.escape(str(value), quote=False)
 
 
-def _listed(items: list[str], limit: int, render=code) -> str:
-    """'a, b, c … and 7 more' (items rendered by `render`)."""
+def _listed(items: list[Any], limit: int, render: Callable[[Any], str] = code) -> str:
+    """'a, b, c … and 7 more' (items rendered by `render`: names, or dependencies' dicts)."""
     shown = [render(i) for i in items[:limit]]
     rest = len(items) - len(shown)
     if not shown:
@@ -163,15 +164,15 @@ class _Report:
         skipped_ready = [b for b in self.cuda if not level.ready_sections and b["verdict"] == "ready"]
         tail = [self.errors(level), self.footer()]
         if budget is None:
-            return _join(head + [graph, self.sections(sections, skipped_ready, 0, level)] + tail)
+            return _join([*head, graph, self.sections(sections, skipped_ready, 0, level), *tail])
 
         # the last level: sections while they fit, worst verdict first
-        fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
+        fixed = _join([*head, graph, self.sections([], skipped_ready, len(sections), level), *tail])
         if len(fixed) > budget:
             graph = "## Dependency graph\n\nLeft out to keep this report under GitHub's size limit."
             head[-1] = self.environment(full=False)
             tail = [self.errors(Detail(0, 3, 5, 0, False, 80)), self.footer()]
-            fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
+            fixed = _join([*head, graph, self.sections([], skipped_ready, len(sections), level), *tail])
         room = budget - len(fixed)
         kept: list[str] = []
         for section in sections:
@@ -180,7 +181,7 @@ class _Report:
                 break
             kept.append(section)
             room -= cost
-        text_ = _join(head + [graph, self.sections(kept, skipped_ready, len(sections) - len(kept), level)] + tail)
+        text_ = _join([*head, graph, self.sections(kept, skipped_ready, len(sections) - len(kept), level), *tail])
         return text_ if len(text_) <= budget else _hard_trim(text_, budget)
 
     # -- pieces ----------------------------------------------------------------
@@ -445,22 +446,10 @@ def host_section(host: dict | None) -> str:
     else:
         rows.append(["HIP runtime", "not found"])
     sdks = host.get("hip_sdks") or []
-    chosen = host.get("selected_sdk")
     if not sdks:
         rows.append(["HIP SDK", "not found"])
-    for i, sdk in enumerate(sdks):
-        label = "HIP SDK" if i == chosen else "other HIP SDK"
-        version = sdk.get("version") or "version unknown"
-        if sdk.get("full_version") and sdk.get("full_version") != version:
-            version += f" ({sdk['full_version']})"
-        libraries = sdk.get("libraries") or {}
-        present = ", ".join(f"{_library_name(k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
-        rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
-        gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
-        for name, kernels in (sdk.get("kernels") or {}).items():
-            if gfx:
-                has = gfx in (kernels.get("archs") or [])
-                rows.append([f"{_library_name(name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+    gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
+    rows += _sdk_rows(sdks, host.get("selected_sdk"), gfx)
     zluda = host.get("zluda") or []
     if zluda:
         for install in zluda:
@@ -473,6 +462,26 @@ def host_section(host: dict | None) -> str:
     for name, value in sorted((host.get("environment") or {}).items()):
         rows.append([code(name), code(value)])
     return "## Host\n\n" + _table(["component", "found"], rows)
+
+
+def _sdk_rows(sdks: list[dict], chosen: int | None, gfx: str | None) -> list[list[str]]:
+    """The host table's rows of each HIP SDK: version, folder and libraries, then (for the selected
+    GPU's `gfx`) whether each kernel library has kernels for it."""
+    rows: list[list[str]] = []
+    for i, sdk in enumerate(sdks):
+        label = "HIP SDK" if i == chosen else "other HIP SDK"
+        version = sdk.get("version") or "version unknown"
+        if sdk.get("full_version") and sdk.get("full_version") != version:
+            version += f" ({sdk['full_version']})"
+        libraries = sdk.get("libraries") or {}
+        present = ", ".join(f"{_library_name(k)} {'yes' if v.get('present') else '**no**'}"
+                            for k, v in libraries.items())
+        rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
+        for name, kernels in (sdk.get("kernels") or {}).items():
+            if gfx:
+                has = gfx in (kernels.get("archs") or [])
+                rows.append([f"{_library_name(name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+    return rows
 
 
 def _group_cell(members: list[dict]) -> str:
@@ -554,6 +563,11 @@ class _Node:
     route: str = ""
 
 
+#: the diagram's nodes by key, and its edges (source, target) with how the source loads the target
+Nodes = dict[str, _Node]
+Edges = dict[tuple[str, str], set[str]]
+
+
 class _Diagram:
     """The CUDA part of the dependency graph, collapsed until it is readable."""
 
@@ -618,7 +632,7 @@ class _Diagram:
 
     # -- collapsing ----------------------------------------------------------------
 
-    def _group_binaries(self, nodes, edges):
+    def _group_binaries(self, nodes: Nodes, edges: Edges) -> tuple[Nodes, Edges]:
         """Binaries nothing shown loads, with the same verdict and the same outgoing edges, become one node."""
         has_incoming = {t for _, t in edges}
         signature: dict[str, tuple] = {}
@@ -651,7 +665,7 @@ class _Diagram:
         return self._apply(nodes, edges, rename, merged)
 
     @staticmethod
-    def _problem_paths(nodes, edges):
+    def _problem_paths(nodes: Nodes, edges: Edges) -> tuple[Nodes, Edges]:
         """The blocked and degraded binaries, what they load (directly: the edge is where the problem shows),
         and the blocked or degraded libraries; ready binaries that load nothing troubled are left out."""
         troubled = {k for k, n in nodes.items() if n.state in ("blocked", "degraded")}
@@ -671,7 +685,7 @@ class _Diagram:
     def _by_verdict(key: str, node: _Node) -> str:
         return f"verdict:{node.state}" if node.shape == "box" else key
 
-    def _merge(self, nodes, edges, rule):
+    def _merge(self, nodes: Nodes, edges: Edges, rule: Callable[[str, _Node], str]) -> tuple[Nodes, Edges]:
         def rename(key: str) -> str:
             return rule(key, nodes[key])
 
@@ -688,7 +702,9 @@ class _Diagram:
         return self._apply(nodes, edges, rename, merged)
 
     @staticmethod
-    def _apply(nodes, edges, rename, merged):
+    def _apply(nodes: Nodes, edges: Edges, rename: Callable[[str], str],
+               merged: Callable[[list[str], str], _Node]) -> tuple[Nodes, Edges]:
+
         grouped: dict[str, list[str]] = {}
         for key in nodes:
             grouped.setdefault(rename(key), []).append(key)
