@@ -120,7 +120,7 @@ def package_verdicts(
                                 f"(emit{'' if many else 's'} SASS, which ZLUDA cannot run)")
         if len(package.reasons) > SHOWN_REASONS:
             hidden = len(package.reasons) - SHOWN_REASONS
-            package.reasons = package.reasons[:SHOWN_REASONS] + [f"… and {hidden} more"]
+            package.reasons = [*package.reasons[:SHOWN_REASONS], f"… and {hidden} more"]
         result.append(package)
     return result
 
