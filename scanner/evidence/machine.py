@@ -25,7 +25,6 @@ __all__ = ["machine_probes"]
 
 def machine_probes(report: HostReport, *, limit: float = 60.0, progress: Callable[[Outcome], None] | None = None,
                    families: Sequence[str] = ORDER) -> tuple[str, dict | None, list[Outcome]]:
-
     """(through, zluda folder record or None, outcomes)."""
     platform = "windows" if os.name == "nt" else "linux"
     zluda = next((z for z in report.zluda if Path(z.path).is_dir()), None)

@@ -87,5 +87,4 @@ def windows_probes(mounts: Mapping[str, str | os.PathLike[str]] | None = None, e
 def linux_probes(mounts: Mapping[str, str | os.PathLike[str]] | None = None, env: Mapping[str, str] | None = None,
                  commands: Mapping[str, CommandResult | str] | None = None, private: PrivateStrings | None = None,
                  os_description: str = "Linux 6.8.0") -> Probes:
-
     return _probes("linux", mounts, env, commands, None, private, os_description)

@@ -704,7 +704,6 @@ class _Diagram:
     @staticmethod
     def _apply(nodes: Nodes, edges: Edges, rename: Callable[[str], str],
                merged: Callable[[list[str], str], _Node]) -> tuple[Nodes, Edges]:
-
         grouped: dict[str, list[str]] = {}
         for key in nodes:
             grouped.setdefault(rename(key), []).append(key)
