@@ -365,7 +365,7 @@ def _add_header(found: dict[str, str], lines: list[str], wanted: frozenset[str])
         found[name] = (value.lstrip(" \t") + "".join(lines[1:])).rstrip("\r\n")
 
 
-def _clean(value) -> str | None:
+def _clean(value: object) -> str | None:
     if value is None:
         return None
     value = str(value).strip()

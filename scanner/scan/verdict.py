@@ -10,7 +10,7 @@ that flow, so what loads it is too.
 """
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
 
 from cuda4amd.model import ScannedBinary
@@ -238,7 +238,7 @@ def _judged_in_tree(dep: Dependency) -> bool:
     return dep.identity.basis == "in-tree" and dep.identity.route == "passthrough"
 
 
-def _names(names) -> str:
-    names = list(names)
-    shown = ", ".join(names[:LIST_AT_MOST])
-    return shown + (f" and {len(names) - LIST_AT_MOST} more" if len(names) > LIST_AT_MOST else "")
+def _names(names: Iterable[str]) -> str:
+    listed = list(names)
+    shown = ", ".join(listed[:LIST_AT_MOST])
+    return shown + (f" and {len(listed) - LIST_AT_MOST} more" if len(listed) > LIST_AT_MOST else "")

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
-from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
+from cuda4amd.scan.read.binview import MAX_STRING, BinView, Buffer, MalformedBinary, decode
 from cuda4amd.scan.read.pages import Pages
 
 EM_NAMES = {
@@ -130,7 +130,7 @@ class _Elf:
 
     # -- headers ------------------------------------------------------------------
 
-    def _shdr(self, i: int):
+    def _shdr(self, i: int) -> tuple[int, ...]:
         """(name, type, flags, addr, offset, size, link, info, entsize)."""
         v = self.v
         if self.bits == 64:
@@ -147,10 +147,10 @@ class _Elf:
                 "IIIIIIIIII", o, "section header")
         return (name, typ, flags, addr, off, size, link, info, ent)
 
-    def _phdrs(self):
+    def _phdrs(self) -> list[tuple[int, int, int, int, int]]:
         """[(type, offset, vaddr, filesz, memsz)]."""
         v = self.v
-        out = []
+        out: list[tuple[int, int, int, int, int]] = []
         if self.phnum == 0:
             return out
         if self.bits == 64:
@@ -353,7 +353,12 @@ def read_elf(v: BinView, exports: bool = True) -> BinaryInfo:
     )
 
 
-def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
+#: where the dynamic symbols live: (sym_off, count, strtab (start, end), versym_off | None,
+#: verneed (off, end, num, strtab (start, end)) | None)
+SymbolTables = tuple[int, int, tuple[int, int], int | None, tuple[int, int, int, tuple[int, int]] | None]
+
+
+def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]) -> SymbolTables | None:
     """Where the dynamic symbols live: (sym_off, count, strtab (start, end),
     versym_off | None, verneed (off, end, num, strtab) | None).
 
@@ -427,7 +432,8 @@ def _gnu_hash_count(e: _Elf, off: int) -> int:
         i += 1
 
 
-def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]], with_exports: bool = True):
+def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]],
+                     with_exports: bool = True) -> tuple[set[str], set[str], dict[str, set[str]]]:
     """(undefined names, exported names (none unless ``with_exports``), {needed file: {symbol names}})."""
     v = e.v
     tables = _symbol_tables(e, dyn)
@@ -531,7 +537,7 @@ def _verneed(e: _Elf, off: int, end: int, num: int, strtab: tuple[int, int]) -> 
     return out
 
 
-def loader_disagreements(buf) -> tuple[str, ...]:
+def loader_disagreements(buf: Buffer) -> tuple[str, ...]:
     """Where the section headers of an ELF file describe its dynamic
     information differently from what ld.so reads (the reader follows ld.so):
     a sign of a damaged or doctored file, reported next to the answer."""

@@ -19,6 +19,10 @@ from __future__ import annotations
 import contextlib
 import mmap
 from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda4amd.scan.read.binview import Buffer
 
 try:
     import resource
@@ -39,8 +43,8 @@ class Pages:
 
     __slots__ = ("buf", "enabled", "size")
 
-    def __init__(self, buf) -> None:
-        self.buf = buf
+    def __init__(self, buf: Buffer) -> None:
+        self.buf: Any = buf  # madvise is called only when it is an mmap (enabled)
         self.size = len(buf)
         self.enabled = _CAN_ADVISE and isinstance(buf, mmap.mmap)
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import struct
 from bisect import bisect_right
+from collections.abc import Iterable
 
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
 from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
@@ -155,7 +156,7 @@ class PEImage:
     # -- imports ------------------------------------------------------------------
 
     def _thunks(self, rva: int, what: str, base: int, budget: list[int],
-                forbid: tuple[int, int, str]):
+                forbid: tuple[int, int, str]) -> tuple[list[str], list[int]]:
         """Names and ordinals from a thunk array at ``rva``, in table order.
 
         ``base`` is the image base for old VA-based delay-import tables (the
@@ -285,7 +286,7 @@ class PEImage:
             (r for (r,) in v.iter_unpack("I", tab, nnames, "export name pointer table")),
             0, "exported name"))
 
-    def _names_at(self, rvas, skip: int, what: str) -> list[str]:
+    def _names_at(self, rvas: Iterable[int], skip: int, what: str) -> list[str]:
         """C strings at each RVA (+``skip`` bytes): the hot loop, kept lean.
 
         Same checks as ``rva_to_offset`` + ``BinView.cstr``, with the section
