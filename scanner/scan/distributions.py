@@ -222,7 +222,7 @@ def _from_archive(path: Path) -> list[Distribution]:
                 if _is_meta_dir(part):
                     metas.setdefault("/".join(parts[: i + 1]), part)
                     break
-        by_name = {name: info for name, info in members}
+        by_name = dict(members)
 
         def read(rel: str, limit: int) -> bytes | None:
             info = by_name.get(rel)

@@ -205,10 +205,7 @@ class _Elf:
         for i, (name_off, typ, _f, addr, off, size, _l, _info, _e) in enumerate(self.shdrs):
             if i == 0 and typ == 0:
                 continue  # the reserved null section
-            if strtab is None:
-                name = ""
-            else:
-                name = self.v.cstr(strtab[0] + name_off, "section name", limit=strtab[1])
+            name = "" if strtab is None else self.v.cstr(strtab[0] + name_off, "section name", limit=strtab[1])
             out.append(Section(name, addr, size, off, 0 if typ == SHT_NOBITS else size))
         return tuple(out)
 

@@ -269,7 +269,7 @@ class PEImage:
     # -- exports ------------------------------------------------------------------
 
     def exports(self) -> tuple[str, ...]:
-        rva, size = self.dir(DIR_EXPORT)
+        rva, _size = self.dir(DIR_EXPORT)
         if rva == 0:
             return ()
         off = self.rva_to_offset(rva, "export directory")
