@@ -61,7 +61,8 @@ def doctor(fmt: str | None, output: str | None, target: str | None, verbose: boo
         from cuda4amd.report.escape import visible
 
         through, zluda, outcomes = machine_probes(report, limit=timeout, progress=lambda o: click.echo(
-            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}", err=fmt == "json" and not output))
+            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}",
+            err=fmt == "json" and not output))
         probes = probe_document(outcomes, through=through, zluda=zluda)
     if fmt == "json":
         document = doctor_document(report, ready)

@@ -74,7 +74,8 @@ def output_format(fmt: str | None, output: str | None, extensions: dict[str, str
         fmt = known_extensions.get(Path(output).suffix.lower())
         if fmt is None:
             known = ", ".join(sorted(known_extensions))
-            raise click.UsageError(f"cannot tell the format from {output!r}: use {known} (or - for stdout), or --format")
+            raise click.UsageError(f"cannot tell the format from {output!r}: use {known} (or - for stdout), "
+                                   "or --format")
     return fmt or default
 
 

@@ -87,8 +87,10 @@ def report(saved: str, fmt: str | None, output: str | None, graph_file: str | No
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the differences to FILE (.txt, .md or .json; - for stdout).")
 @click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names.")
-@click.option("-v", "--verbose", is_flag=True, help="List every function name that changed state (default: the first 10 of each list).")
-@click.option("--exit-code", is_flag=True, help="Exit with 1 when a verdict changed (the overall one, a package's or a binary's), else 0.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List every function name that changed state (default: the first 10 of each list).")
+@click.option("--exit-code", is_flag=True,
+              help="Exit with 1 when a verdict changed (the overall one, a package's or a binary's), else 0.")
 @quiet_option
 def diff(before: str, after: str, fmt: str | None, output: str | None, no_redact: bool, verbose: bool,
          exit_code: bool, quiet: bool) -> None:

@@ -42,7 +42,8 @@ def shipped_release_tags() -> list[str]:
     # the loader costs ~20 ms and importlib.resources ~10 ms of `scan --help`;
     # tests/test_cli_output.py checks that these tags are the loader's
     folder = os.path.join(next(iter(cuda4amd.ruledata.__path__)), "zluda")
-    return sorted(name[: -len(".toml")] for name in os.listdir(folder) if name.endswith(".toml") and name != "releases.toml")
+    return sorted(name[: -len(".toml")] for name in os.listdir(folder)
+                  if name.endswith(".toml") and name != "releases.toml")
 
 
 class ReleaseOption(click.Option):
@@ -62,28 +63,48 @@ class ReleaseOption(click.Option):
 
 @click.command()
 @click.argument("target")
-@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Output format (default: from -o's extension, else console).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout); the terminal gets the verdict and counts.")
-@click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE", help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
-@click.option("--no-redact", is_flag=True, help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout (redacted by default).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
+              help="Output format (default: from -o's extension, else console).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+              help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout); the terminal gets the verdict "
+                   "and counts.")
+@click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
+@click.option("--no-redact", is_flag=True,
+              help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout "
+                   "(redacted by default).")
 @click.option("--zluda-release", cls=ReleaseOption, metavar="TAG")
-@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
-@click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
-@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
-@click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET (reported and skipped by default).")
-@click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
-@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this process).")
-@click.option("--no-cache", is_flag=True, help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
-@click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
+@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True,
+              help="Binary reader; lief is the slower reference.")
+@click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Extra folder to resolve libraries in (like PATH); repeatable.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="Extra rules folder; repeatable.")
+@click.option("--follow-links", is_flag=True,
+              help="Also walk links to folders outside TARGET (reported and skipped by default).")
+@click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json",
+              help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd "
+                   "doctor --format json`.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this "
+                   "process).")
+@click.option("--no-cache", is_flag=True,
+              help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @quiet_option
 @color_option
-@click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
+@click.option("--fix", is_flag=True,
+              help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
 @click.option("--dry-run", is_flag=True, help="With --fix: show the plan only.")
 @click.option("-y", "--yes", is_flag=True, help="With --fix: do not ask before applying the plan.")
-@click.option("--mode", type=click.Choice(["launcher", "place"]), default="launcher", show_default=True, help="With --fix: write launchers (application untouched) or place ZLUDA's files next to the binaries.")
-@click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
+@click.option("--mode", type=click.Choice(["launcher", "place"]), default="launcher", show_default=True,
+              help="With --fix: write launchers (application untouched) or place ZLUDA's files next to the binaries.")
+@click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH",
+              help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
-@click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
+@click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
 def scan(target: str, fmt: str | None, output: str | None, graph_file: str | None, no_redact: bool,
          zluda_release: str | None, engine: str, search_paths: tuple[str, ...], rule_dirs: tuple[str, ...],
          follow_links: bool, host: str, jobs: int | None, no_cache: bool, verbose: bool, quiet: bool, color: str,

@@ -269,7 +269,8 @@ def _runtime_check(host: HostReport) -> Check:
     if rt is None:
         return Check("hip-runtime", "missing",
                      "no HIP runtime found" + (" (amdhip64_7.dll / amdhip64_6.dll)" if win else " (libamdhip64.so)"),
-                     "install or update the AMD Adrenalin driver" if win else "install ROCm (it provides libamdhip64.so)")
+                     "install or update the AMD Adrenalin driver" if win
+                     else "install ROCm (it provides libamdhip64.so)")
     ver = f" {rt.version}" if rt.version else ""
     where = "driver" if rt.source == "driver" else "ROCm"
     text = f"{rt.library}{ver} ({where}{', ' + rt.path if rt.path else ''})"

@@ -356,7 +356,8 @@ def _windows_gpus(probes: Probes, profiles: GpuProfiles, hip: HipRuntimeResult |
         records.append(ProbeRecord("cim", "error", f"unreadable JSON: {e}"))
         return GpuDetection((), tuple(records))
     if not res.ok:
-        records.append(ProbeRecord("cim", "error", res.error or _last_line(res.stderr) or f"exit status {res.returncode}"))
+        records.append(ProbeRecord("cim", "error",
+                                   res.error or _last_line(res.stderr) or f"exit status {res.returncode}"))
     else:
         unknown = [g.name for g in gpus if g.gfx is None]
         detail = f"{len(gpus)} AMD adapter(s)" + (f"; gfx unknown for {', '.join(unknown)}" if unknown else "")

@@ -142,7 +142,8 @@ def find_zluda(probes: Probes, rules: Any = None, target: str | None = None) -> 
     found: dict[str, ZludaInstall] = {}
     order: list[str] = []
     for folder in unique([p for p, _ in places], probes.platform):
-        hows = tuple(dict.fromkeys(h for p, h in places if pm.normcase(pm.normpath(p)) == pm.normcase(pm.normpath(folder))))
+        hows = tuple(dict.fromkeys(h for p, h in places
+                                   if pm.normcase(pm.normpath(p)) == pm.normcase(pm.normpath(folder))))
         z = _inspect(probes, folder, release_files)
         if z is not None:
             key = pm.normcase(pm.normpath(folder))

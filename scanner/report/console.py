@@ -87,7 +87,8 @@ def render(document: dict, *, verbose: bool = False, color: bool = False, width:
     return out.getvalue()
 
 
-def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = False, summary_only: bool = False) -> None:
+def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = False,
+         summary_only: bool = False) -> None:
     """Print the report on `console`: the verdict line; unless `quiet`, the counts; unless `summary_only`, the rest.
 
     Every string is a rich Text (never markup, so a name with ``[...]`` shows as it is) of the document
@@ -166,7 +167,8 @@ def _print_packages(console: Console, packages: list[dict], verbose: bool, by_pa
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose, title="packages", title_justify="left")
+    table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose, title="packages",
+                  title_justify="left")
     table.add_column("package", overflow="fold")
     table.add_column("verdict")
     table.add_column("why", overflow="fold")
@@ -195,11 +197,13 @@ def _details(binary: dict) -> list:
             where = f"ZLUDA's {dep['replacement']}"
         else:
             where = dep.get("resolved") or "not in the scanned tree"
-        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep.get('route')}: {where}", style="cyan"))
+        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep.get('route')}: {where}",
+                          style="cyan"))
         for state in ("stub", "missing"):
             names = (dep.get("symbols") or {}).get(state)
             if names:
-                lines.append(Text(f"    {state}: {', '.join(names)}", style=STYLE["degraded" if state == "stub" else "blocked"]))
+                lines.append(Text(f"    {state}: {', '.join(names)}",
+                                  style=STYLE["degraded" if state == "stub" else "blocked"]))
     for note in binary.get("notes") or []:
         lines.append(Text(f"note: {note}", style="dim"))
     return lines

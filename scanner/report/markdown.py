@@ -39,13 +39,15 @@ GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
 ORDER = {"blocked": 0, "partial": 1, "degraded": 1, "ready": 2, "no-cuda": 3}
-ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked", "unknown": "unknown"}
+ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked",
+               "unknown": "unknown"}
 ZLUDA_REPOSITORY = "https://github.com/vosen/ZLUDA"
 #: above this many nodes the diagram keeps only the blocked and degraded binaries and what they load
 PROBLEM_PATHS_ABOVE = 20
 KERNEL_STATE = {
     "ptx-available": "carries PTX, which ZLUDA compiles for the AMD GPU",
-    "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not known",
+    "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not "
+                            "known",
     "sass-only": "carries no PTX, only NVIDIA machine code, which ZLUDA cannot run",
 }
 
@@ -201,7 +203,8 @@ class _Report:
         )
         lines.append("")
         counts = (
-            f"{_plural(summary.get('binaries', 0), 'binary', 'binaries')} in {_plural(summary.get('files', 0), 'file')}: "
+            f"{_plural(summary.get('binaries', 0), 'binary', 'binaries')} in "
+            f"{_plural(summary.get('files', 0), 'file')}: "
             f"{summary.get('cuda_binaries', 0)} use CUDA — {summary.get('ready', 0)} ready, "
             f"{summary.get('degraded', 0)} degraded, {summary.get('blocked', 0)} blocked"
         )
@@ -223,7 +226,8 @@ class _Report:
         if self.cuda:
             groups = reason_groups(self.cuda)
             said = {reason for _, reason, _ in groups}
-            rows = [[_group_cell(members), f"**{verdict}**", text(_cut(without_repeats(reason, said) or "—", level.reason_chars))]
+            rows = [[_group_cell(members), f"**{verdict}**",
+                     text(_cut(without_repeats(reason, said) or "—", level.reason_chars))]
                     for verdict, reason, members in groups[: level.rows]]
             rest = [b for _, _, members in groups[level.rows:] for b in members]
             parts.append(_table(["binary", "verdict", "deciding reason"], rows) + self._more(rest, 0))
@@ -254,7 +258,8 @@ class _Report:
                 by_advice.setdefault(advice, []).append(package["name"])
         lines = []
         for advice, names in list(by_advice.items())[: level.rows]:
-            who = ", ".join(text(n) for n in names[:3]) + (f" and {len(names) - 3} more packages" if len(names) > 3 else "")
+            who = ", ".join(text(n) for n in names[:3]) + (
+                f" and {len(names) - 3} more packages" if len(names) > 3 else "")
             lines.append(f"- **{who}**: {text(advice)}")
         return "## What to try\n\n" + "\n".join(lines) if lines else ""
 
@@ -270,7 +275,8 @@ class _Report:
             line += f" (commit [{code(commit[:8])}]({ZLUDA_REPOSITORY}/commit/{commit}))"
         elif commit:
             line += f" (commit {code(commit)})"
-        line += ": its file table decides which NVIDIA libraries it replaces, its function tables which functions are implemented, stubs or missing."
+        line += (": its file table decides which NVIDIA libraries it replaces, its function tables which functions "
+                 "are implemented, stubs or missing.")
         return "## ZLUDA\n\n" + line
 
     def environment(self, *, full: bool = True) -> str:
@@ -284,7 +290,8 @@ class _Report:
                                                             for d in distributions])
             else:
                 body = ", ".join(f"{text(d.get('name', ''))} {text(d.get('version', ''))}" for d in distributions)
-            parts.append(f"<details>\n<summary>Installed distributions ({len(distributions)})</summary>\n\n{body}\n\n</details>")
+            parts.append("<details>\n<summary>Installed distributions "
+                         f"({len(distributions)})</summary>\n\n{body}\n\n</details>")
         if command:
             longest = max((len(run) for run in re.findall(r"`+", command)), default=0)
             fence = "`" * max(3, longest + 1)
@@ -327,7 +334,8 @@ class _Report:
         deps = binary.get("dependencies") or []
         cuda_deps = [d for d in deps if d.get("family") is not None]
         if cuda_deps:
-            rows = [[code(d["name"]), text(d.get("load", "")), text(d["family"]), self._route(d), self._found(d), self._functions(d)]
+            rows = [[code(d["name"]), text(d.get("load", "")), text(d["family"]), self._route(d), self._found(d),
+                     self._functions(d)]
                     for d in cuda_deps]
             body.append(_table(["CUDA library", "load", "family", "route", "found", "functions"], rows))
             for dep in cuda_deps:
@@ -407,7 +415,8 @@ class _Report:
         if not errors:
             return ""
         shown = errors[: level.rows]
-        rows = [[code(e.get("path", "")), text(e.get("stage", "")), text(_cut(e.get("message", ""), level.reason_chars))]
+        rows = [[code(e.get("path", "")), text(e.get("stage", "")),
+                 text(_cut(e.get("message", ""), level.reason_chars))]
                 for e in shown]
         more = f"\n\n… and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
         return "## Files that could not be read\n\n" + _table(["file", "stage", "problem"], rows) + more
@@ -439,7 +448,8 @@ def host_section(host: dict | None) -> str:
         rows.append(["other GPUs" if selected is not None else "GPUs", "<br>".join(_gpu(g) for g in others)])
     runtime = host.get("hip_runtime")
     if runtime:
-        value = f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} ({text(runtime.get('source', ''))})"
+        value = (f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} "
+                 f"({text(runtime.get('source', ''))})")
         if runtime.get("error"):
             value += f" — {text(runtime['error'])}"
         rows.append(["HIP runtime", value])
@@ -587,13 +597,15 @@ class _Diagram:
                 resolved = dep.get("resolved")
                 if resolved in report.by_path:
                     if resolved in cuda_paths or dep.get("family") is not None:
-                        edges.setdefault((f"bin:{binary['path']}", f"bin:{resolved}"), set()).add(dep.get("load", "static"))
+                        edges.setdefault((f"bin:{binary['path']}", f"bin:{resolved}"), set()).add(
+                            dep.get("load", "static"))
                     else:
                         skipped += 1
                 elif dep.get("family") is not None:
                     name = dep["name"]
                     key = f"lib:{loader_key(name, platform_of(binary.get('format') or 'ELF'))}"
-                    libraries.setdefault(key, {"name": name, "family": dep["family"], "route": dep.get("route") or "unknown"})
+                    libraries.setdefault(key, {"name": name, "family": dep["family"],
+                                               "route": dep.get("route") or "unknown"})
                     edges.setdefault((f"bin:{binary['path']}", key), set()).add(dep.get("load", "static"))
                 else:
                     skipped += 1
@@ -606,11 +618,13 @@ class _Diagram:
             me = binary.get("nvidia_library")
             # the label says what the colour says: the binary's verdict (its route is in its section)
             label = _short(path) + (f"<br/>NVIDIA {me['family']} library · {binary['verdict']}" if me else "")
-            nodes[f"bin:{path}"] = _Node(f"bin:{path}", label, binary["verdict"] if binary["verdict"] != "no-cuda" else "unknown",
+            nodes[f"bin:{path}"] = _Node(f"bin:{path}", label,
+                                         binary["verdict"] if binary["verdict"] != "no-cuda" else "unknown",
                                          "box", (path,))
         for key, lib in sorted(libraries.items()):
             nodes[key] = _Node(key, f"{lib['name']}<br/>{lib['family']} · {lib['route']}",
-                               ROUTE_STATE.get(lib["route"], "unknown"), "lib", (lib["name"],), lib["family"], lib["route"])
+                               ROUTE_STATE.get(lib["route"], "unknown"), "lib", (lib["name"],), lib["family"],
+                               lib["route"])
         notes = []
         nodes, edges = self._group_binaries(nodes, edges)
         if any(len(n.members) > 1 and n.shape == "box" for n in nodes.values()):
@@ -657,7 +671,8 @@ class _Diagram:
             for member in members:
                 name = member.rsplit("/", 1)[-1]
                 names[name] = names.get(name, 0) + 1
-            shown = [_short(n, 32) + (f" \N{MULTIPLICATION SIGN}{c}" if c > 1 else "") for n, c in list(names.items())[:3]]
+            shown = [_short(n, 32) + (f" \N{MULTIPLICATION SIGN}{c}" if c > 1 else "")
+                     for n, c in list(names.items())[:3]]
             label = f"{len(members)} binaries<br/>" + ", ".join(shown) + (
                 f" +{len(names) - 3} more" if len(names) > 3 else "")
             return _Node(new_key, label, nodes[keys[0]].state, "box", members)
@@ -734,12 +749,14 @@ class _Diagram:
         packages: dict[str, list[_Node]] = {}
         loose: list[_Node] = []
         for node in order:
-            owners = {(self.report.package_of.get(m) or {}).get("name") for m in node.members} if node.shape == "box" else {None}
+            owners = ({(self.report.package_of.get(m) or {}).get("name") for m in node.members}
+                      if node.shape == "box" else {None})
             owner = owners.pop() if len(owners) == 1 else None
             (packages.setdefault(owner, []) if owner else loose).append(node)
         lines = ["flowchart LR"]
         for number, (name, members) in enumerate(sorted(packages.items(), key=lambda kv: kv[0].casefold())):
-            version = next((p.get("version") for p in self.report.doc.get("packages") or [] if p.get("name") == name), "")
+            version = next((p.get("version") for p in self.report.doc.get("packages") or [] if p.get("name") == name),
+                           "")
             lines.append(f'  subgraph p{number}["{_label(f"{name} {version}".strip())}"]')
             lines += [line(node, "    ") for node in members]
             lines.append("  end")

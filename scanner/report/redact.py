@@ -163,7 +163,8 @@ class Redactor:
         if self.target_root and len(self.target_root.rstrip("\\/")) >= MIN_HOME:
             self._paths.append((re.compile(_PATH_START + _path_pattern(self.target_root) + _PATH_END, re.I), TARGET))
             needles.add(_longest_component(self.target_root))
-        homes = sorted({h.rstrip("\\/") for h in private.homes if len(h.rstrip("\\/")) >= MIN_HOME}, key=len, reverse=True)
+        homes = sorted({h.rstrip("\\/") for h in private.homes if len(h.rstrip("\\/")) >= MIN_HOME}, key=len,
+                       reverse=True)
         for home in homes:
             self._paths.append((re.compile(_PATH_START + _path_pattern(home) + _PATH_END, re.I), self.home))
             needles.add(_longest_component(home))
@@ -322,7 +323,8 @@ def _relative_to(path: str, base: str | None) -> str | None:
     if not base or not _is_absolute(path) or not _is_absolute(base):
         return None
     windows = bool(_WINDOWS_ABS.match(base))
-    split = (lambda p: [x for x in re.split(r"[\\/]+", p) if x]) if windows else (lambda p: [x for x in p.split("/") if x])
+    split = ((lambda p: [x for x in re.split(r"[\\/]+", p) if x]) if windows
+             else (lambda p: [x for x in p.split("/") if x]))
     parts, root = split(path), split(base)
     if not root:
         return None  # everything is below "/": not a place to be relative to

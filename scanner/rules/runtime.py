@@ -147,7 +147,8 @@ def load_name_files(paths: Sequence[Path]) -> NameRules:
     for path in paths:
         names = _load_names_file(path)
         provenance.append(names.provenance[0])
-        templates += [t for t in names.templates if all((t.platform, t.name) != (o.platform, o.name) for o in templates)]
+        templates += [t for t in names.templates
+                      if all((t.platform, t.name) != (o.platform, o.name) for o in templates)]
         for platform, strings in names.fragments.items():
             fragments.setdefault(platform, set()).update(strings)
         for platform, (strings, appends) in names.versioners.items():
@@ -229,7 +230,8 @@ def family_stems(rules: _HasFamilies, template: NameTemplate) -> dict[str, str]:
         for pattern in patterns:
             for prefix in literal_prefixes(pattern):
                 m = shape.match(prefix)
-                if m and _STEM_RE.match(m.group(1)) and len(m.group(1)) >= MIN_STEM and not _VERSIONED.search(m.group(1)):
+                if (m and _STEM_RE.match(m.group(1)) and len(m.group(1)) >= MIN_STEM
+                        and not _VERSIONED.search(m.group(1))):
                     out.setdefault(m.group(1), family.id)
     return out
 

@@ -59,7 +59,8 @@ class RulesError(Exception):
         self.message = message
         super().__init__(f"{self.path}: {message}")
 
-    def __reduce__(self) -> tuple[type[RulesError], tuple[Path, str]]:  # keep picklable (multiprocessing) despite two args
+    def __reduce__(self) -> tuple[type[RulesError], tuple[Path, str]]:
+        # keep picklable (multiprocessing) despite two args
         return (type(self), (self.path, self.message))
 
 

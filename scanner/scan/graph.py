@@ -47,7 +47,9 @@ class Edge:
     ordinals: tuple[int, ...]
     platform: Platform
     resolved: str | None  # relative path in the tree, an absolute path outside it, or None
-    how: str  # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | framework-folder | system | unresolved
+    # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | framework-folder | system |
+    # unresolved
+    how: str
     in_tree: bool
     system_kind: str | None = None
     template: str | None = None  # a by-name load written as a pattern, e.g. nvrtc64_%d_0.dll

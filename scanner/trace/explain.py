@@ -213,7 +213,8 @@ def _advice(report: dict[str, Any], release: ZludaRelease | None) -> list[str]:
     other = [r for r in report["failed"] if r["state"] == "implemented"]
     if stubs:
         out.append(f"{_few(stubs)}: ZLUDA {tag} has these only as stubs that refuse (NOT_SUPPORTED); the program "
-                   f"needs another code path (a setting that avoids the library) or a ZLUDA release that implements them")
+                   f"needs another code path (a setting that avoids the library) or a ZLUDA release that "
+                   f"implements them")
     if absent:
         out.append(f"{_few(absent)}: not exported by ZLUDA {tag}'s library: the program asks for a function ZLUDA "
                    f"does not have (newer than ZLUDA's CUDA headers)")

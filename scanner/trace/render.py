@@ -76,8 +76,8 @@ def markdown(doc: dict[str, Any]) -> str:
             out.append("")
         launch = run["last_launch"]
         if launch:
-            out += [f"Last kernel launch: {_code(launch.get('kernel') or launch['function'])} (line {launch['line']}) from "
-                    f"{_md(', '.join(launch['module']) or 'an unknown module')}.", ""]
+            out += [f"Last kernel launch: {_code(launch.get('kernel') or launch['function'])} "
+                    f"(line {launch['line']}) from {_md(', '.join(launch['module']) or 'an unknown module')}.", ""]
         for err in run["ptx_errors"]:
             out += [f"PTX rejected: {_md(err['ptx'] or err['log'])}: {_md('; '.join(err['errors'][:3]))}", ""]
         out += ["What to do:", ""] + [f"- {_md(a)}" for a in run["advice"]] + [""]

@@ -463,7 +463,8 @@ def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]],
     # raises the error, so the messages are the same.
     buf, size = v.buf, v.size
     table = buf[sym_off:sym_off + count * ent]
-    versions = struct.unpack(f"{v.endian}{count}H", buf[versym_off:versym_off + 2 * count]) if versym_off is not None else ()
+    versions = (struct.unpack(f"{v.endian}{count}H", buf[versym_off:versym_off + 2 * count])
+                if versym_off is not None else ())
     end = min(str_end, size)
     find = buf.find
     budget = v.string_budget

@@ -254,13 +254,15 @@ def _elf_dynamic(b: LiefBinary) -> tuple[list[str], str | None, list[str], list[
             runpath.extend(p for p in _name(d.runpath).split(":") if p)
         elif tag == T.RPATH:
             rpath.extend(p for p in _name(d.rpath).split(":") if p)
-        elif tag == T.BIND_NOW or (tag == T.FLAGS and d.value & DF_BIND_NOW) or (tag == T.FLAGS_1 and d.value & DF_1_NOW):
+        elif (tag == T.BIND_NOW or (tag == T.FLAGS and d.value & DF_BIND_NOW)
+              or (tag == T.FLAGS_1 and d.value & DF_1_NOW)):
             bind_now = True
     return needed, soname, runpath, rpath, bind_now
 
 
 def _elf_symbols(b: LiefBinary) -> tuple[set[str], set[str], dict[str, set[str]]]:
-    """(undefined dynamic symbols, exported ones, {needed file: the undefined symbols its version requirement names})."""
+    """(undefined dynamic symbols, exported ones, {needed file: the undefined symbols its
+    version requirement names})."""
     ver_file: dict[int, str] = {}
     for req in b.symbols_version_requirement:
         for aux in req.get_auxiliary_symbols():
