@@ -7,8 +7,9 @@ compared field by field.
 from __future__ import annotations
 
 import operator
+from collections.abc import Callable
 from dataclasses import dataclass, fields
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 BinaryFormat = Literal["PE", "ELF"]
 LoadKind = Literal["static", "delay", "by-name"]
@@ -224,7 +225,7 @@ class ReadOutcome:
     errors: tuple[FileError, ...] = ()
 
 
-def _pickled_by_fields(cls: type) -> None:
+def _pickled_by_fields(cls: Any) -> None:
     """Pickle instances of ``cls`` as (class, field values in order), unpickled by one call of its __init__.
 
     The read stage's workers send their results back pickled, many thousands
@@ -239,7 +240,7 @@ def _pickled_by_fields(cls: type) -> None:
     def __reduce__(self: Any) -> tuple[type, tuple]:
         return cls, values(self)
 
-    setattr(cls, "__reduce__", __reduce__)  # setattr: mypy refuses assigning to a method
+    cls.__reduce__ = __reduce__  # cls is Any: mypy refuses assigning to a method of a known class
 
 
 for _plain in (Section, ImportedLibrary, BinaryInfo, NameReference, FatbinEntry, KernelReport, DriverNames,

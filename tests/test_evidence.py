@@ -114,8 +114,8 @@ def test_recorded_nvidia_run_passes_every_probe():
     """The run on an NVIDIA H200 (tools/evidence_nvidia.sh, output in benchmarks/evidence/)."""
     for name in ("2026-12-01-nvidia-h200-probes.json", "2026-12-01-nvidia-h200-probes-warm.json"):
         outcomes = read_outcomes(EVIDENCE / name)
-        assert {o.family: o.status for o in outcomes} == {f: "pass" for f in
-                                                           ("driver_api", "blas", "blaslt", "sparse", "dnn", "fft")}
+        assert {o.family: o.status for o in outcomes} == dict.fromkeys(
+            ("driver_api", "blas", "blaslt", "sparse", "dnn", "fft"), "pass")
         assert all(o.status in STATUSES for o in outcomes)
         assert outcomes[0].facts["device"] == "NVIDIA H200" and outcomes[0].facts["compute_capability"] == "9.0"
 

@@ -12,7 +12,7 @@ import json
 import mmap
 import struct
 import time
-from functools import lru_cache
+from functools import cache
 from pathlib import Path
 
 import pytest
@@ -29,7 +29,7 @@ KERNELS = FIXTURES / "kernels"
 MAGIC = struct.pack("<I", 0xBA55ED50)
 
 
-@lru_cache(maxsize=None)
+@cache
 def load(rel: str):
     path = KERNELS / rel
     return path.read_bytes(), read_path(path)
@@ -461,7 +461,7 @@ FUZZ_TARGETS = ["elf/libaxpy_mixed.so", "pe/axpy_fatb.dll", "pe/axpy_rdata.dll",
 BOUNDARY = [0, 1, 7, 8, 0x10, 0x3F, 0x40, 0x50, 0xFF, 0xFFFF, 0x7FFFFFFF, 0xFFFFFFFF, 1 << 32, (1 << 63), (1 << 64) - 1]
 
 
-@lru_cache(maxsize=None)
+@cache
 def fuzz_region(rel: str) -> tuple[int, int]:
     """File range covering the fat binary and wrapper sections of a fixture."""
     info = load(rel)[1]
@@ -470,7 +470,7 @@ def fuzz_region(rel: str) -> tuple[int, int]:
     return min(a for a, _ in spans), max(b for _, b in spans)
 
 
-@lru_cache(maxsize=None)
+@cache
 def header_offsets(rel: str) -> tuple[int, ...]:
     """File offsets of every container header, entry header and wrapper record of a fixture."""
     data, info = load(rel)

@@ -9,7 +9,7 @@ import pytest
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[1] / "tools" / "gpu_truth"))
 
-from compare import classify_loads, compare, main, markdown, reached, replaced_families, template_regex  # noqa: E402
+from compare import classify_loads, compare, main, markdown, reached, replaced_families, template_regex
 
 SITE = "/venv/lib/python3.12/site-packages"
 

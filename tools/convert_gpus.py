@@ -25,7 +25,7 @@ from typing import Any
 import tomli_w
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
-from convert_rules import write_if_changed  # noqa: E402
+from convert_rules import write_if_changed
 
 if sys.version_info >= (3, 11):
     import tomllib

@@ -23,8 +23,9 @@ import argparse
 import csv
 import re
 import sys
+from collections.abc import Iterable
 from pathlib import Path
-from typing import Any, Iterable
+from typing import Any
 
 import tomli_w
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import gc
 import sys
+from typing import Any
 
 import click
 
@@ -54,12 +55,13 @@ class _Cuda4amd(click.Group):
         assert isinstance(command, click.Command)
         return command
 
-    def make_context(self, info_name, args, parent=None, **extra):
+    def make_context(self, info_name: str | None, args: list[str], parent: click.Context | None = None,
+                     **extra: Any) -> click.Context:
         ctx = super().make_context(info_name, list(args), parent=parent, **extra)
         ctx.meta[COMMAND_LINE] = ["cuda4amd", *args]  # for the report's `command`, as the user would type it
         return ctx
 
-    def invoke(self, ctx: click.Context):
+    def invoke(self, ctx: click.Context) -> Any:
         from cuda4amd.report.console import install_ascii_fallback
 
         install_ascii_fallback(sys.stdout, sys.stderr)
@@ -86,7 +88,7 @@ def entry_point() -> None:
     What a command built (a scan's facts, graph and report: hundreds of thousands of objects) dies
     with the process. The interpreter's shutdown would go over it twice: the collector's last pass
     (30 ms of a 0.43 s re-scan of a 13k-file tree), then freeing it object by object once the
-    command's frames go (exit 18–23 → 11 ms for that re-scan, 34–43 → 14–16 ms for a scan of the
+    command's frames go (exit 18-23 → 11 ms for that re-scan, 34-43 → 14-16 ms for a scan of the
     device's venv: docs/performance.md). Neither is needed: the OS takes the whole heap back at once. So the
     frames that the exit's traceback holds (and with them what they reference) are kept by a list
     that holds itself, and the heap is frozen (gc.freeze): the collector skips frozen objects, and
@@ -99,7 +101,7 @@ def entry_point() -> None:
     The collector's threshold is the command's (GC_THRESHOLD) for the whole process, so that
     :meth:`_Cuda4amd.invoke` has nothing to restore: restored to CPython's 700 after the command, the
     next allocation collected every object made since the last collection (up to GC_ALLOCATIONS of
-    them: the report and what built it), 13–18 ms between a re-scan's report and its exit here.
+    them: the report and what built it), 13-18 ms between a re-scan's report and its exit here.
     """
     gc.set_threshold(*GC_THRESHOLD)
     try:

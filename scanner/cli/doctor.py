@@ -28,7 +28,8 @@ DOCTOR_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown"
               help="Also run the smoke probes on this machine (through the ZLUDA found, else the system's libraries).")
 @click.option("--timeout", type=float, default=60.0, show_default=True, metavar="SECONDS",
               help="With --run: time limit of each probe.")
-def doctor(fmt, output, target, verbose, quiet, color, run_probes, timeout) -> None:
+def doctor(fmt: str | None, output: str | None, target: str | None, verbose: bool, quiet: bool, color: str,
+           run_probes: bool, timeout: float) -> None:
     """Report what this machine has for ZLUDA: AMD GPU(s) and gfx target, HIP runtime,
     HIP SDK, the libraries and per-arch kernels ZLUDA needs, and ZLUDA itself.
 
@@ -60,7 +61,8 @@ def doctor(fmt, output, target, verbose, quiet, color, run_probes, timeout) -> N
         from cuda4amd.report.escape import visible
 
         through, zluda, outcomes = machine_probes(report, limit=timeout, progress=lambda o: click.echo(
-            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}", err=fmt == "json" and not output))
+            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}",
+            err=fmt == "json" and not output))
         probes = probe_document(outcomes, through=through, zluda=zluda)
     if fmt == "json":
         document = doctor_document(report, ready)

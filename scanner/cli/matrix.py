@@ -16,9 +16,10 @@ FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".csv": 
               help="Write the matrix to FILE (.md, .json or .csv); repeatable.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "csv"]), default="markdown",
               show_default=True, help="Format on stdout (without -o).")
-def matrix(reports, outputs, fmt) -> None:
+def matrix(reports: tuple[str, ...], outputs: tuple[str, ...], fmt: str) -> None:
     """Fold scan, verify and after-fix reports (JSON) into one compatibility matrix:
-    application or distribution × version × ZLUDA release × gfx × verdict × evidence
+    application or distribution \N{MULTIPLICATION SIGN} version \N{MULTIPLICATION SIGN} ZLUDA release
+    \N{MULTIPLICATION SIGN} gfx \N{MULTIPLICATION SIGN} verdict \N{MULTIPLICATION SIGN} evidence
     level. Files that are no such report are listed as skipped.
 
     Exit status: 0, or 2 when no file was a usable report.

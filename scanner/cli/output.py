@@ -5,12 +5,19 @@ Only click and the standard library at import time, so the CLI starts fast.
 from __future__ import annotations
 
 import sys
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn, TypeVar
 
 import click
 
 from cuda4amd.report import GRAPH_FORMATS
+
+if TYPE_CHECKING:
+    from cuda4amd.rules.loader import RulesError
+
+#: a click command function, before or after other option decorators
+CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 # Exit statuses, documented in docs/exit-status.md.
 EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
@@ -34,7 +41,7 @@ def fail(message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
-def rules_error_text(exc) -> str:
+def rules_error_text(exc: RulesError) -> str:
     """A RulesError for the user: a file of the shipped rules is named inside the package
     (``cuda4amd rules: zluda/v6.toml``), never by where the package is installed."""
     from importlib.resources import files
@@ -48,12 +55,12 @@ def rules_error_text(exc) -> str:
     return f"{where}: {exc.message}"
 
 
-def color_option(function):
+def color_option(function: CommandFunction) -> CommandFunction:
     return click.option("--color", type=click.Choice(["auto", "always", "never"]), default="auto", show_default=True,
                         help="Colour on the console: auto follows the terminal, NO_COLOR and FORCE_COLOR.")(function)
 
 
-def quiet_option(function):
+def quiet_option(function: CommandFunction) -> CommandFunction:
     return click.option("-q", "--quiet", is_flag=True, help="Print the verdict line only.")(function)
 
 
@@ -67,7 +74,8 @@ def output_format(fmt: str | None, output: str | None, extensions: dict[str, str
         fmt = known_extensions.get(Path(output).suffix.lower())
         if fmt is None:
             known = ", ".join(sorted(known_extensions))
-            raise click.UsageError(f"cannot tell the format from {output!r}: use {known} (or - for stdout), or --format")
+            raise click.UsageError(f"cannot tell the format from {output!r}: use {known} (or - for stdout), "
+                                   "or --format")
     return fmt or default
 
 

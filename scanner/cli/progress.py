@@ -1,6 +1,9 @@
 """A rich progress bar on stderr for long scans."""
 from __future__ import annotations
 
+from contextlib import AbstractContextManager
+from typing import Any
+
 from rich.console import Console
 from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
@@ -19,11 +22,11 @@ class TerminalProgress(ScanProgress):
         )
         self._task: TaskID | None = None
 
-    def __enter__(self) -> "TerminalProgress":
+    def __enter__(self) -> TerminalProgress:
         self._bar.__enter__()
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: Any) -> None:
         self._bar.__exit__(*exc)
 
     def discovering(self) -> None:
@@ -56,10 +59,10 @@ class DownloadBar:
         )
         self._task: TaskID | None = None
 
-    def __enter__(self) -> "DownloadBar":
+    def __enter__(self) -> DownloadBar:
         return self
 
-    def __exit__(self, *exc) -> None:
+    def __exit__(self, *exc: object) -> None:
         self._bar.stop()
 
     def __call__(self, done: int, total: int | None) -> None:
@@ -71,7 +74,7 @@ class DownloadBar:
             self._bar.stop()
 
 
-def download_bar():
+def download_bar() -> AbstractContextManager[DownloadBar | None]:
     """A DownloadBar when stderr is a terminal, else a context that gives None (no bar)."""
     import sys
     from contextlib import nullcontext

@@ -6,6 +6,7 @@ so `cuda4amd --help` stays fast.
 from __future__ import annotations
 
 import sys
+from typing import TYPE_CHECKING
 
 import click
 
@@ -21,6 +22,10 @@ from cuda4amd.cli.output import (
     write,
 )
 from cuda4amd.report import FORMATS
+
+if TYPE_CHECKING:
+    import networkx as nx
+
 
 DIFF_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "text"}
 EXIT_DIFFERENT = 1  # diff --exit-code: the verdicts changed, as `git diff --exit-code` says "differences"
@@ -48,7 +53,8 @@ def _load(path: str) -> dict:
 @click.option("-v", "--verbose", is_flag=True, help="Console: show each binary's CUDA dependencies.")
 @quiet_option
 @color_option
-def report(saved, fmt, output, graph_file, no_redact, verbose, quiet, color) -> None:
+def report(saved: str, fmt: str | None, output: str | None, graph_file: str | None, no_redact: bool, verbose: bool,
+           quiet: bool, color: str) -> None:
     """Render a saved report (`cuda4amd scan -o scan.json` or `.toml`; `-` reads stdin) again, without re-scanning.
 
     Exit status as for scan: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
@@ -63,7 +69,7 @@ def report(saved, fmt, output, graph_file, no_redact, verbose, quiet, color) -> 
 
         shared = Redactor().document(document)
 
-    def make_graph():
+    def make_graph() -> nx.DiGraph:
         from cuda4amd.report import graph_export
 
         return graph_export.from_document(shared)
@@ -81,10 +87,13 @@ def report(saved, fmt, output, graph_file, no_redact, verbose, quiet, color) -> 
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the differences to FILE (.txt, .md or .json; - for stdout).")
 @click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names.")
-@click.option("-v", "--verbose", is_flag=True, help="List every function name that changed state (default: the first 10 of each list).")
-@click.option("--exit-code", is_flag=True, help="Exit with 1 when a verdict changed (the overall one, a package's or a binary's), else 0.")
+@click.option("-v", "--verbose", is_flag=True,
+              help="List every function name that changed state (default: the first 10 of each list).")
+@click.option("--exit-code", is_flag=True,
+              help="Exit with 1 when a verdict changed (the overall one, a package's or a binary's), else 0.")
 @quiet_option
-def diff(before, after, fmt, output, no_redact, verbose, exit_code, quiet) -> None:
+def diff(before: str, after: str, fmt: str | None, output: str | None, no_redact: bool, verbose: bool,
+         exit_code: bool, quiet: bool) -> None:
     """What changed between two saved reports (JSON or TOML; one may be `-`, stdin): verdicts, routes, dependencies.
 
     For example before and after installing ZLUDA, or between two versions of

@@ -2,7 +2,9 @@
 from __future__ import annotations
 
 import sys
+from contextlib import AbstractContextManager
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
@@ -19,6 +21,12 @@ from cuda4amd.cli.output import (
 )
 from cuda4amd.report import FORMATS
 
+if TYPE_CHECKING:
+    import networkx as nx
+    from click.shell_completion import CompletionItem
+
+    from cuda4amd.cli.progress import TerminalProgress
+
 HOST_FILE_HINT = ("--host FILE takes a host report, the JSON of `cuda4amd doctor --format json` (recorded ones: "
                   "fixtures/zluda/hosts/ and tests/goldens/hosts/ in the source tree); raw probe output such as "
                   "rocminfo or hipInfo text (fixtures/host/) is not a host report")
@@ -34,19 +42,20 @@ def shipped_release_tags() -> list[str]:
     # the loader costs ~20 ms and importlib.resources ~10 ms of `scan --help`;
     # tests/test_cli_output.py checks that these tags are the loader's
     folder = os.path.join(next(iter(cuda4amd.ruledata.__path__)), "zluda")
-    return sorted(name[: -len(".toml")] for name in os.listdir(folder) if name.endswith(".toml") and name != "releases.toml")
+    return sorted(name[: -len(".toml")] for name in os.listdir(folder)
+                  if name.endswith(".toml") and name != "releases.toml")
 
 
 class ReleaseOption(click.Option):
     """--zluda-release: its help lists the shipped tags, read when the help is shown (not at start-up);
     not a click.Choice, because a --rules folder may add releases (the rules loader checks the tag)."""
 
-    def get_help_record(self, ctx):
+    def get_help_record(self, ctx: click.Context) -> tuple[str, str] | None:
         self.help = ("Judge against this ZLUDA release's function tables (default: the rules' default); "
                      f"shipped: {', '.join(shipped_release_tags())}.")
         return super().get_help_record(ctx)
 
-    def shell_complete(self, ctx, incomplete):
+    def shell_complete(self, ctx: click.Context, incomplete: str) -> list[CompletionItem]:
         from click.shell_completion import CompletionItem
 
         return [CompletionItem(tag) for tag in shipped_release_tags() if tag.startswith(incomplete)]
@@ -54,30 +63,53 @@ class ReleaseOption(click.Option):
 
 @click.command()
 @click.argument("target")
-@click.option("--format", "fmt", type=click.Choice(list(FORMATS)), help="Output format (default: from -o's extension, else console).")
-@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True), help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout); the terminal gets the verdict and counts.")
-@click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE", help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
-@click.option("--no-redact", is_flag=True, help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout (redacted by default).")
+@click.option("--format", "fmt", type=click.Choice(list(FORMATS)),
+              help="Output format (default: from -o's extension, else console).")
+@click.option("-o", "--output", type=click.Path(dir_okay=False, writable=True, allow_dash=True),
+              help="Write the report to FILE (.json, .toml, .md or .txt; - for stdout); the terminal gets the verdict "
+                   "and counts.")
+@click.option("--graph", "graph_file", type=click.Path(dir_okay=False, writable=True), metavar="FILE",
+              help="Also write the dependency graph to FILE (.graphml, .dot or .json).")
+@click.option("--no-redact", is_flag=True,
+              help="Keep the home folder, user and host names in file reports and in JSON/TOML/Markdown on stdout "
+                   "(redacted by default).")
 @click.option("--zluda-release", cls=ReleaseOption, metavar="TAG")
-@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True, help="Binary reader; lief is the slower reference.")
-@click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR", help="Extra folder to resolve libraries in (like PATH); repeatable.")
-@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR", help="Extra rules folder; repeatable.")
-@click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET (reported and skipped by default).")
-@click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json", help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd doctor --format json`.")
-@click.option("--jobs", type=click.IntRange(min=1), metavar="N", help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this process).")
-@click.option("--no-cache", is_flag=True, help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
-@click.option("-v", "--verbose", is_flag=True, help="Show each binary's CUDA dependencies and its stub or missing functions.")
+@click.option("--engine", type=click.Choice(["fast", "lief"]), default="fast", show_default=True,
+              help="Binary reader; lief is the slower reference.")
+@click.option("--search-path", "search_paths", multiple=True, type=click.Path(file_okay=False), metavar="DIR",
+              help="Extra folder to resolve libraries in (like PATH); repeatable.")
+@click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="Extra rules folder; repeatable.")
+@click.option("--follow-links", is_flag=True,
+              help="Also walk links to folders outside TARGET (reported and skipped by default).")
+@click.option("--host", "host", default="auto", show_default=True, metavar="auto|none|FILE.json",
+              help="Judge for this machine (auto), for no machine (none), or for a host report made by `cuda4amd "
+                   "doctor --format json`.")
+@click.option("--jobs", type=click.IntRange(min=1), metavar="N",
+              help="Processes reading binaries (default: one per usable core, one with --engine lief; 1: read in this "
+                   "process).")
+@click.option("--no-cache", is_flag=True,
+              help="Read every file again instead of reusing the per-user cache of file facts (docs/performance.md).")
+@click.option("-v", "--verbose", is_flag=True,
+              help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @quiet_option
 @color_option
-@click.option("--fix", is_flag=True, help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
+@click.option("--fix", is_flag=True,
+              help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
 @click.option("--dry-run", is_flag=True, help="With --fix: show the plan only.")
 @click.option("-y", "--yes", is_flag=True, help="With --fix: do not ask before applying the plan.")
-@click.option("--mode", type=click.Choice(["launcher", "place"]), default="launcher", show_default=True, help="With --fix: write launchers (application untouched) or place ZLUDA's files next to the binaries.")
-@click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH", help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
+@click.option("--mode", type=click.Choice(["launcher", "place"]), default="launcher", show_default=True,
+              help="With --fix: write launchers (application untouched) or place ZLUDA's files next to the binaries.")
+@click.option("--zluda", "zluda_path", type=click.Path(exists=True), metavar="PATH",
+              help="With --fix: a local ZLUDA archive or folder instead of the pinned download.")
 @click.option("--sha256", metavar="HEX", help="With --fix --zluda: the sha256 the archive (or folder tree) must have.")
-@click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR", help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
-def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, search_paths, rule_dirs, follow_links, host,
-         jobs, no_cache, verbose, quiet, color, fix, dry_run, yes, mode, zluda_path, sha256, launcher_dir) -> None:
+@click.option("--launchers", "launcher_dir", type=click.Path(file_okay=False, exists=True), metavar="DIR",
+              help="With --fix: where to write the launchers (default: the target's .cuda4amd folder).")
+def scan(target: str, fmt: str | None, output: str | None, graph_file: str | None, no_redact: bool,
+         zluda_release: str | None, engine: str, search_paths: tuple[str, ...], rule_dirs: tuple[str, ...],
+         follow_links: bool, host: str, jobs: int | None, no_cache: bool, verbose: bool, quiet: bool, color: str,
+         fix: bool, dry_run: bool, yes: bool, mode: str, zluda_path: str | None, sha256: str | None,
+         launcher_dir: str | None) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
@@ -132,7 +164,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
         redactor = Redactor(target_root=result.target.path)
     shared = redactor.document(document) if redactor else document  # what leaves the terminal
 
-    def make_graph():
+    def make_graph() -> nx.DiGraph:
         from cuda4amd.report import graph_export
 
         graph = graph_export.attributed(result.graph, document)
@@ -146,7 +178,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
     from cuda4amd.cli.progress import download_bar
     from cuda4amd.fix.apply import fix_target
 
-    with download_bar() as progress:
+    with download_bar() as download_progress:
         outcome = fix_target(
             result,
             mode=mode,
@@ -161,7 +193,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
             rules=result.rules,
             launcher_dir=launcher_dir,
             rescan=None,
-            progress=progress,
+            progress=download_progress,
         )
     if outcome.status == "applied" and host == "auto" and outcome.plan is not None:
         from cuda4amd.evidence.after_fix import smoke_after_fix
@@ -171,7 +203,7 @@ def scan(target, fmt, output, graph_file, no_redact, zluda_release, engine, sear
 
 
 
-def _progress():
+def _progress() -> AbstractContextManager[TerminalProgress | None]:
     """A progress bar on stderr while reading, only when stderr is a terminal."""
     from contextlib import nullcontext
 

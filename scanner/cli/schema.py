@@ -23,11 +23,11 @@ class _LazyChoice(click.Choice):
         super().__init__([])
 
     @property
-    def choices(self):  # click reads .choices for checking, help and completion
+    def choices(self) -> list[str]:  # click reads .choices for checking, help and completion
         return _names()
 
     @choices.setter
-    def choices(self, value) -> None:
+    def choices(self, value: object) -> None:
         """click.Choice.__init__ assigns its list here; the names come from the package folder instead."""
 
 
@@ -35,7 +35,7 @@ class _LazyChoice(click.Choice):
 @click.argument("name", type=_LazyChoice())
 @click.option("-o", "--output", default=STDOUT, show_default=True, type=click.Path(dir_okay=False),
               help="Write the schema to FILE.")
-def schema(name, output) -> None:
+def schema(name: str, output: str) -> None:
     """Print the JSON Schema (draft 2020-12) of a cuda4amd document: `scan` is the report of
     `cuda4amd scan --format json`. Validate a report with any JSON Schema tool, e.g.
     `cuda4amd schema scan -o scan.schema.json`.

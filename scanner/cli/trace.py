@@ -23,7 +23,8 @@ def trace() -> None:
 @click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default=None,
               help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the explanation to FILE.")
-def explain(path, report_file, zluda_release, fmt, output) -> None:
+def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: str | None,
+            output: str | None) -> None:
     """Explain the ZLUDA trace at PATH (a ZLUDA_LOG_DIR folder, one run's folder,
     its log.txt, or a .zip / .tar of them): failed calls by library and function
     with ZLUDA's state for each, the last kernel launch and its module, PTX that

@@ -4,10 +4,15 @@ from __future__ import annotations
 
 import sys
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
 from cuda4amd.cli.output import fail, write
+
+if TYPE_CHECKING:
+    from cuda4amd.evidence.runner import Outcome
+
 
 EXIT_VERIFY_FAILED = 7
 EXIT_PROBE_FAILED = 8
@@ -29,7 +34,8 @@ EXIT_PROBE_FAILED = 8
 @click.option("--rules", "rule_dirs", multiple=True, type=click.Path(file_okay=False, exists=True), metavar="DIR",
               help="Extra rules folder (default: those of `scan --fix`); repeatable.")
 @click.option("--follow-links", is_flag=True, help="Also walk links to folders outside TARGET, as `scan` does.")
-def verify(target, run_probes, timeout, output, no_redact, engine, search_paths, rule_dirs, follow_links) -> None:
+def verify(target: str, run_probes: bool, timeout: float, output: str | None, no_redact: bool, engine: str | None,
+           search_paths: tuple[str, ...], rule_dirs: tuple[str, ...], follow_links: bool) -> None:
     """Check TARGET, fixed by `cuda4amd scan TARGET --fix`: every file as the fix
     wrote it and every redirected dependency loading ZLUDA's file (sha256).
     With --run, run one smoke probe per linked library, each in its own process,
@@ -56,7 +62,7 @@ def verify(target, run_probes, timeout, output, no_redact, engine, search_paths,
     path = locate(target)
     root = path.parent if path.is_file() else path
 
-    def show(o) -> None:
+    def show(o: Outcome) -> None:
         click.echo(f"  probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}")
 
     if output and Path(output).suffix.lower() not in (".json", ".md"):

@@ -10,12 +10,13 @@ from __future__ import annotations
 import argparse
 import json
 import sys
+from collections.abc import Sequence
 
 from cuda4amd.evidence.record import probe_document
-from cuda4amd.evidence.runner import ORDER, run_probes
+from cuda4amd.evidence.runner import ORDER, Outcome, run_probes
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m cuda4amd.evidence")
     parser.add_argument("--family", action="append", choices=ORDER, help="probe only these families")
     parser.add_argument("--through", default="default loader", help="what the libraries are (for the record)")
@@ -23,7 +24,7 @@ def main(argv=None) -> int:
     parser.add_argument("--json", metavar="FILE", help="write the probe-outcome document here")
     args = parser.parse_args(argv)
 
-    def show(o) -> None:
+    def show(o: Outcome) -> None:
         print(f"{o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {o.detail}", flush=True)
         if o.status in ("crash", "incorrect") and o.stderr.strip():
             print("           stderr: " + o.stderr.strip().replace("\n", "\n           "), flush=True)

@@ -12,16 +12,20 @@ from __future__ import annotations
 
 import json
 import os
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from pathlib import Path
-from typing import Any, Callable
+from typing import TYPE_CHECKING, Any
 
 from cuda4amd.evidence.record import probe_document
 from cuda4amd.evidence.runner import PROBES, Outcome, run_probes
 from cuda4amd.report.escape import visible
 from cuda4amd.scan.pipeline import ScanOptions
 
-__all__ = ["VerifyReport", "verify_fixed", "probe_names", "SCHEMA", "FAILING", "can_run_here"]
+if TYPE_CHECKING:
+    from cuda4amd.fix.plan import Plan
+
+__all__ = ["FAILING", "SCHEMA", "VerifyReport", "can_run_here", "probe_names", "verify_fixed"]
 
 SCHEMA = "cuda4amd.verify/1"
 #: probe statuses that make `verify --run` fail (unsupported is a safe refusal, not a failure)
@@ -66,14 +70,14 @@ def here() -> str:
     return "windows" if os.name == "nt" else "linux"
 
 
-def can_run_here(plan) -> str | None:
+def can_run_here(plan: Plan) -> str | None:
     """None when this machine can run the fixed programs, else why not."""
     if plan.platform != here():
         return f"the fix is for {plan.platform.capitalize()}; the probes run there"
     return None
 
 
-def probe_names(plan, root: Path) -> dict[str, list[str]]:
+def probe_names(plan: Plan, root: Path) -> dict[str, list[str]]:
     """family -> the library names to try: how the application names each linked library."""
     names: dict[str, list[str]] = {}
     for row in plan.linked:
@@ -124,7 +128,7 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
             again = replace(options or recorded_options(plan, root), target=str(root),
                             zluda_release=plan.release.get("tag"), host="none")
 
-            def rescan():
+            def rescan() -> Any:
                 return run_scan(again)
         after = rescan()
         verification = verify(journal, after)
@@ -142,7 +146,7 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
     return VerifyReport(journal, verification, build(after, observed), outcomes, skipped)
 
 
-def smoke_after_fix(plan, *, echo: Callable[[str], Any], limit: float = 60.0) -> list[Outcome] | None:
+def smoke_after_fix(plan: Plan, *, echo: Callable[[str], Any], limit: float = 60.0) -> list[Outcome] | None:
     """The last step of `scan --fix` on the machine it was judged for (--host auto):
     the probes through the fix, printed; None where this machine cannot run them."""
     from cuda4amd.fix.run import fixed_launch
@@ -163,7 +167,7 @@ def smoke_after_fix(plan, *, echo: Callable[[str], Any], limit: float = 60.0) ->
     return outcomes
 
 
-def recorded_options(plan, root: Path) -> ScanOptions:
+def recorded_options(plan: Plan, root: Path) -> ScanOptions:
     """The re-scan options the plan recorded from its scan (journals of earlier versions: the defaults)."""
     scan = plan.scan or {}
     return ScanOptions(target=str(root), engine=scan.get("engine", "fast"),

@@ -18,9 +18,10 @@ verification's ``to_dict()`` and probe outcomes as dicts (runner.Outcome.to_dict
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["LEVELS", "rank", "evidence_section", "probe_level"]
+__all__ = ["LEVELS", "evidence_section", "probe_level", "rank"]
 
 LEVELS = ("static", "linked", "loadable", "safe-refusal", "functional-pass")
 ROUTE_ORDER = {"blocked": 0, "unknown": 1, "stub": 2, "passthrough": 3, "redirect": 4}

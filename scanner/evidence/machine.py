@@ -10,17 +10,21 @@ vosen/ZLUDA@v6). Each library is tried as that folder's file first, then by name
 from __future__ import annotations
 
 import os
+from collections.abc import Callable, Sequence
 from pathlib import Path
-from typing import Callable
+from typing import TYPE_CHECKING
 
 from cuda4amd.evidence.probes.common import DEFAULT_NAMES
 from cuda4amd.evidence.runner import ORDER, Outcome, run_probes
 
+if TYPE_CHECKING:
+    from cuda4amd.host.report import HostReport
+
 __all__ = ["machine_probes"]
 
 
-def machine_probes(report, *, limit: float = 60.0, progress: Callable[[Outcome], None] | None = None,
-                   families=ORDER) -> tuple[str, dict | None, list[Outcome]]:
+def machine_probes(report: HostReport, *, limit: float = 60.0, progress: Callable[[Outcome], None] | None = None,
+                   families: Sequence[str] = ORDER) -> tuple[str, dict | None, list[Outcome]]:
     """(through, zluda folder record or None, outcomes)."""
     platform = "windows" if os.name == "nt" else "linux"
     zluda = next((z for z in report.zluda if Path(z.path).is_dir()), None)

@@ -22,14 +22,15 @@ from __future__ import annotations
 import csv
 import io
 from collections import Counter
+from collections.abc import Iterable
 from pathlib import Path, PurePosixPath, PureWindowsPath
-from typing import Any, Iterable
+from typing import Any
 
 from cuda4amd.evidence.levels import LEVELS, rank
 from cuda4amd.evidence.record import read_json_file
 from cuda4amd.report.escape import visible_document
 
-__all__ = ["SCHEMA", "load_reports", "fold", "to_markdown", "to_csv", "COLUMNS"]
+__all__ = ["COLUMNS", "SCHEMA", "fold", "load_reports", "to_csv", "to_markdown"]
 
 SCHEMA = "cuda4amd.matrix/1"
 MAX_REPORT_BYTES = 64 << 20
@@ -122,7 +123,7 @@ def fold(reports: list[tuple[str, dict[str, Any]]], skipped: list[dict[str, str]
     for (app, version, zluda, gfx), cell in sorted(cells.items(), key=lambda kv: tuple(s.lower() for s in kv[0])):
         verdicts = cell["verdicts"]
         verdict = next(iter(verdicts)) if len(verdicts) == 1 else \
-            ", ".join(f"{v} ×{n}" for v, n in verdicts.most_common())
+            ", ".join(f"{v} \N{MULTIPLICATION SIGN}{n}" for v, n in verdicts.most_common())
         rows.append({"application": app, "version": version, "zluda": zluda, "gfx": gfx, "verdict": verdict,
                      "evidence": cell["evidence"], "probes": sorted(cell["probes"]), "reports": len(cell["sources"]),
                      "sources": cell["sources"]})

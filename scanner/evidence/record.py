@@ -12,13 +12,14 @@ import json
 import platform
 import sys
 import time
+from collections.abc import Sequence
 from pathlib import Path
-from typing import Any, Sequence
+from typing import Any
 
 from cuda4amd.evidence.runner import Outcome
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["SCHEMA", "probe_document", "read_outcomes", "outcomes_of", "OutcomeFileError", "read_json_file"]
+__all__ = ["SCHEMA", "OutcomeFileError", "outcomes_of", "probe_document", "read_json_file", "read_outcomes"]
 
 SCHEMA = "cuda4amd.probes/1"
 MAX_OUTCOME_BYTES = 16 << 20

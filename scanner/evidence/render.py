@@ -4,7 +4,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["markdown", "console_lines", "first_run_text", "LEVEL_TEXT"]
+__all__ = ["LEVEL_TEXT", "console_lines", "first_run_text", "markdown"]
 
 LEVEL_TEXT = {
     "static": "static verdict",

@@ -24,6 +24,7 @@ runs on a machine that has nothing else (the NVIDIA evidence run).
 """
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import signal
@@ -31,10 +32,11 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
-__all__ = ["STATUSES", "PROBES", "Outcome", "run_probe", "run_probes", "classify"]
+__all__ = ["PROBES", "STATUSES", "Outcome", "classify", "run_probe", "run_probes"]
 
 STATUSES = ("pass", "unsupported", "incorrect", "timeout", "hang", "crash")
 #: family id (as in rules/families.toml and the report) -> probe module in cuda4amd.evidence.probes
@@ -65,7 +67,7 @@ class Outcome:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: Mapping[str, Any]) -> "Outcome":
+    def from_dict(cls, data: Mapping[str, Any]) -> Outcome:
         known = {k: data[k] for k in cls.__dataclass_fields__ if k in data}
         outcome = cls(**known)
         if outcome.status not in STATUSES:
@@ -207,10 +209,8 @@ def _kill(proc: subprocess.Popen) -> None:
             proc.kill()
     except OSError:
         pass
-    try:
+    with contextlib.suppress(subprocess.TimeoutExpired):
         proc.wait(timeout=5.0)
-    except subprocess.TimeoutExpired:
-        pass
 
 
 def _parse(lines: Sequence[str]) -> tuple[dict[str, Any] | None, str | None]:

@@ -7,9 +7,9 @@ from typing import Any
 
 from cuda4amd import __version__
 from cuda4amd.host.gpus import ProbeRecord, detect_gpus, select_gpu
-from cuda4amd.host.probes import Probes, pathmod
+from cuda4amd.host.probes import HipRuntimeResult, Probes, pathmod
 from cuda4amd.host.report import ENVIRONMENT_VARIABLES, HipRuntimeInfo, HostReport
-from cuda4amd.host.sdk import LIBRARIES, find_sdks, select_sdk
+from cuda4amd.host.sdk import LIBRARIES, HipSdk, find_sdks, select_sdk
 from cuda4amd.host.zluda import find_zluda
 from cuda4amd.rules.gpus import GpuProfiles, load_profiles
 
@@ -88,7 +88,7 @@ def detect_host(probes: Probes | None = None, target: str | None = None, *,
     )
 
 
-def _hip_runtime(probes: Probes, hip, sdk) -> HipRuntimeInfo | None:
+def _hip_runtime(probes: Probes, hip: HipRuntimeResult | None, sdk: HipSdk | None) -> HipRuntimeInfo | None:
     pm = pathmod(probes.platform)
     if probes.platform == "windows":
         system32 = pm.join(probes.env.get("SystemRoot") or "C:\\Windows", "System32")

@@ -4,7 +4,15 @@ with a readiness line and the next step per gap, as JSON or console text.
 """
 from __future__ import annotations
 
-__all__ = ["render_console", "render_markdown", "show", "doctor_document"]
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from rich.console import Console
+
+    from cuda4amd.host.gaps import Readiness
+    from cuda4amd.host.report import HostReport
+
+__all__ = ["doctor_document", "render_console", "render_markdown", "show"]
 
 MARK = {"ok": ("✓", "green"), "missing": ("✗", "red"), "warning": ("!", "yellow"), "info": ("·", "dim")}
 LEVEL_STYLE = {"ready": "bold green", "partial": "bold yellow", "not-ready": "bold red"}
@@ -12,7 +20,7 @@ SECTIONS = (("gpu", "GPU"), ("hip-runtime", "HIP runtime"), ("hip-sdk", "HIP SDK
             ("library", "Libraries ZLUDA redirects to"), ("zluda", "ZLUDA"), ("environment", "Environment"))
 
 
-def doctor_document(report, ready) -> dict:
+def doctor_document(report: HostReport, ready: Readiness) -> dict:
     """The JSON document: the host report plus the derived readiness."""
     doc = report.to_dict()
     doc["readiness"] = {
@@ -26,7 +34,7 @@ def doctor_document(report, ready) -> dict:
     return doc
 
 
-def render_console(report, ready, *, color: bool = False, width: int = 100, quiet: bool = False,
+def render_console(report: HostReport, ready: Readiness, *, color: bool = False, width: int = 100, quiet: bool = False,
                    verbose: bool = False) -> str:
     """The console text as a string (a .txt file, tests)."""
     import io
@@ -39,7 +47,7 @@ def render_console(report, ready, *, color: bool = False, width: int = 100, quie
     return out.getvalue()
 
 
-def show(con, report, ready, *, quiet: bool = False, verbose: bool = False) -> None:
+def show(con: Console, report: HostReport, ready: Readiness, *, quiet: bool = False, verbose: bool = False) -> None:
     """Print the doctor's report on the rich Console `con` (-q: the readiness line only; -v: each probe's detail)."""
     import textwrap
 
@@ -81,7 +89,7 @@ def show(con, report, ready, *, quiet: bool = False, verbose: bool = False) -> N
 MARKDOWN_MARK = {"ok": "yes", "missing": "**missing**", "warning": "**warning**", "info": "info"}
 
 
-def render_markdown(report, ready) -> str:
+def render_markdown(report: HostReport, ready: Readiness) -> str:
     """Markdown to paste into an issue: the readiness, the checks with their next steps, the host table."""
     from cuda4amd.report.markdown import code, host_section, text
 

@@ -12,11 +12,12 @@ compiles.
 """
 from __future__ import annotations
 
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cuda4amd.model import platform_of
 
-__all__ = ["first_run", "CACHE_PATHS"]
+__all__ = ["CACHE_PATHS", "first_run"]
 
 CACHE_PATHS = {
     "windows": r"%LOCALAPPDATA%\zluda\ComputeCache\zluda2.db",
@@ -52,5 +53,5 @@ def first_run(verdicts: Iterable[Any]) -> dict[str, Any] | None:
         "ptx_entries": entries,
         "ptx_bytes": size,
         "long": size >= LONG_FIRST_RUN_BYTES,
-        "cache": CACHE_PATHS.get(platform or "", None) if platform else dict(CACHE_PATHS),
+        "cache": CACHE_PATHS.get(platform or "") if platform else dict(CACHE_PATHS),
     }

@@ -15,8 +15,8 @@ families.toml).
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass
-from typing import Iterable, Mapping
 
 from cuda4amd.host.detect import override_gfx
 from cuda4amd.host.report import HostReport
@@ -24,8 +24,18 @@ from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
 from cuda4amd.rules.gpus import GpuProfiles, gfx_major
 from cuda4amd.rules.loader import RuleSet, load_rules
 
-__all__ = ["REDIRECTED_FAMILIES", "GAP_CODES", "Gap", "find_gaps", "host_gaps", "family_libraries", "Check",
-           "Readiness", "readiness", "effective_gfx"]
+__all__ = [
+    "GAP_CODES",
+    "REDIRECTED_FAMILIES",
+    "Check",
+    "Gap",
+    "Readiness",
+    "effective_gfx",
+    "family_libraries",
+    "find_gaps",
+    "host_gaps",
+    "readiness",
+]
 
 #: family ids whose calls ZLUDA redirects to an AMD library (or implements itself)
 REDIRECTED_FAMILIES: tuple[str, ...] = ("driver_api", "blas", "blaslt", "sparse", "dnn", "fft")
@@ -259,7 +269,8 @@ def _runtime_check(host: HostReport) -> Check:
     if rt is None:
         return Check("hip-runtime", "missing",
                      "no HIP runtime found" + (" (amdhip64_7.dll / amdhip64_6.dll)" if win else " (libamdhip64.so)"),
-                     "install or update the AMD Adrenalin driver" if win else "install ROCm (it provides libamdhip64.so)")
+                     "install or update the AMD Adrenalin driver" if win
+                     else "install ROCm (it provides libamdhip64.so)")
     ver = f" {rt.version}" if rt.version else ""
     where = "driver" if rt.source == "driver" else "ROCm"
     text = f"{rt.library}{ver} ({where}{', ' + rt.path if rt.path else ''})"
@@ -365,8 +376,8 @@ def readiness(host: HostReport, profiles: GpuProfiles | None = None, *, rules: R
     profiles = profiles if profiles is not None else rules.gpus
     libraries = family_libraries(rules)
     gaps = host_gaps(host, REDIRECTED_FAMILIES, profiles, rules=rules)
-    checks = (_gpu_checks(host, profiles) + [_runtime_check(host)] + _sdk_checks(host, profiles, libraries)
-              + _zluda_checks(host) + _env_checks(host, profiles))
+    checks = [*_gpu_checks(host, profiles), _runtime_check(host), *_sdk_checks(host, profiles, libraries),
+              *_zluda_checks(host), *_env_checks(host, profiles)]
     gpu = host.gpu
     if gaps["driver_api"]:
         level = "not-ready"

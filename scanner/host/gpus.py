@@ -19,16 +19,26 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any, Iterable, Sequence
+from typing import Any
 
 from cuda4amd.host.probes import CommandResult, HipRuntimeResult, Probes, pathmod
 from cuda4amd.rules.gpus import GpuProfiles, base_gfx, gfx_from_target_version, zluda_capable
 
 __all__ = [
-    "Gpu", "ProbeRecord", "GpuDetection", "detect_gpus", "select_gpu",
-    "parse_hipinfo", "parse_cim_json", "parse_rocminfo", "parse_agent_enumerator", "read_kfd_nodes",
-    "KFD_NODES", "CIM_COMMAND",
+    "CIM_COMMAND",
+    "KFD_NODES",
+    "Gpu",
+    "GpuDetection",
+    "ProbeRecord",
+    "detect_gpus",
+    "parse_agent_enumerator",
+    "parse_cim_json",
+    "parse_hipinfo",
+    "parse_rocminfo",
+    "read_kfd_nodes",
+    "select_gpu",
 ]
 
 KFD_NODES = "/sys/class/kfd/kfd/topology/nodes"
@@ -303,50 +313,63 @@ def detect_gpus(probes: Probes, profiles: GpuProfiles, hip: HipRuntimeResult | N
                 sdk_bins: Sequence[str] = ()) -> GpuDetection:
     """The machine's AMD GPUs; `hip` is the already-probed HIP runtime answer,
     `sdk_bins` the bin folders of the HIP SDKs found (for hipInfo/rocminfo)."""
+    if probes.platform == "windows":
+        return _windows_gpus(probes, profiles, hip, sdk_bins)
+    return _linux_gpus(probes, profiles, sdk_bins)
+
+
+def _windows_gpus(probes: Probes, profiles: GpuProfiles, hip: HipRuntimeResult | None,
+                  sdk_bins: Sequence[str]) -> GpuDetection:
+    """Windows: the HIP runtime's devices, else hipInfo's, else the display adapters CIM lists."""
     records: list[ProbeRecord] = []
     pm = pathmod(probes.platform)
-    if probes.platform == "windows":
-        if hip is not None:
-            if hip.library is None:
-                records.append(ProbeRecord("hip-runtime", "not-found", hip.error or "no amdhip64 DLL could be loaded"))
-            elif hip.error and not hip.devices:
-                records.append(ProbeRecord("hip-runtime", "error", hip.error))
-            else:
-                gpus = _from_hip_runtime(hip, profiles)
-                records.append(ProbeRecord("hip-runtime", "ok" if gpus else "empty",
-                                           f"{hip.library}: {len(gpus)} device(s)"))
-                if gpus:
-                    return GpuDetection(tuple(gpus), tuple(records))
-        exe = _first_existing(probes, [pm.join(b, "hipInfo.exe") for b in sdk_bins]) or probes.commands.which("hipInfo")
-        if exe is None:
-            records.append(ProbeRecord("hipinfo", "not-found", "no hipInfo.exe (it comes with the HIP SDK)"))
+    if hip is not None:
+        if hip.library is None:
+            records.append(ProbeRecord("hip-runtime", "not-found", hip.error or "no amdhip64 DLL could be loaded"))
+        elif hip.error and not hip.devices:
+            records.append(ProbeRecord("hip-runtime", "error", hip.error))
         else:
-            res = _run(probes, [exe])
-            gpus = gpus_from_hipinfo(res.stdout, profiles) if res.stdout else []
+            gpus = _from_hip_runtime(hip, profiles)
+            records.append(ProbeRecord("hip-runtime", "ok" if gpus else "empty",
+                                       f"{hip.library}: {len(gpus)} device(s)"))
             if gpus:
-                records.append(ProbeRecord("hipinfo", "ok", f"{len(gpus)} device(s)"))
                 return GpuDetection(tuple(gpus), tuple(records))
-            detail = (res.error or _last_line(res.stdout + "\n" + res.stderr) or f"exit status {res.returncode}")
-            records.append(ProbeRecord("hipinfo", "empty" if res.ok else "error", detail))
-        shell = probes.commands.which("powershell") or probes.commands.which("pwsh")
-        if shell is None:
-            records.append(ProbeRecord("cim", "not-found", "no PowerShell"))
-            return GpuDetection((), tuple(records))
-        res = _run(probes, [shell, "-NoProfile", "-NonInteractive", "-Command", CIM_COMMAND])
-        try:
-            gpus = gpus_from_cim(res.stdout, profiles) if res.ok else []
-        except ValueError as e:
-            records.append(ProbeRecord("cim", "error", f"unreadable JSON: {e}"))
-            return GpuDetection((), tuple(records))
-        if not res.ok:
-            records.append(ProbeRecord("cim", "error", res.error or _last_line(res.stderr) or f"exit status {res.returncode}"))
-        else:
-            unknown = [g.name for g in gpus if g.gfx is None]
-            detail = f"{len(gpus)} AMD adapter(s)" + (f"; gfx unknown for {', '.join(unknown)}" if unknown else "")
-            records.append(ProbeRecord("cim", "ok" if gpus else "empty", detail))
-        return GpuDetection(tuple(gpus), tuple(records))
+    exe = _first_existing(probes, [pm.join(b, "hipInfo.exe") for b in sdk_bins]) or probes.commands.which("hipInfo")
+    if exe is None:
+        records.append(ProbeRecord("hipinfo", "not-found", "no hipInfo.exe (it comes with the HIP SDK)"))
+    else:
+        res = _run(probes, [exe])
+        gpus = gpus_from_hipinfo(res.stdout, profiles) if res.stdout else []
+        if gpus:
+            records.append(ProbeRecord("hipinfo", "ok", f"{len(gpus)} device(s)"))
+            return GpuDetection(tuple(gpus), tuple(records))
+        detail = (res.error or _last_line(res.stdout + "\n" + res.stderr) or f"exit status {res.returncode}")
+        records.append(ProbeRecord("hipinfo", "empty" if res.ok else "error", detail))
+    shell = probes.commands.which("powershell") or probes.commands.which("pwsh")
+    if shell is None:
+        records.append(ProbeRecord("cim", "not-found", "no PowerShell"))
+        return GpuDetection((), tuple(records))
+    res = _run(probes, [shell, "-NoProfile", "-NonInteractive", "-Command", CIM_COMMAND])
+    try:
+        gpus = gpus_from_cim(res.stdout, profiles) if res.ok else []
+    except ValueError as e:
+        records.append(ProbeRecord("cim", "error", f"unreadable JSON: {e}"))
+        return GpuDetection((), tuple(records))
+    if not res.ok:
+        records.append(ProbeRecord("cim", "error",
+                                   res.error or _last_line(res.stderr) or f"exit status {res.returncode}"))
+    else:
+        unknown = [g.name for g in gpus if g.gfx is None]
+        detail = f"{len(gpus)} AMD adapter(s)" + (f"; gfx unknown for {', '.join(unknown)}" if unknown else "")
+        records.append(ProbeRecord("cim", "ok" if gpus else "empty", detail))
+    return GpuDetection(tuple(gpus), tuple(records))
 
-    # linux
+
+
+def _linux_gpus(probes: Probes, profiles: GpuProfiles, sdk_bins: Sequence[str]) -> GpuDetection:
+    """Linux: the KFD topology's nodes (named by rocminfo), else rocminfo's agents, else rocm_agent_enumerator's."""
+    records: list[ProbeRecord] = []
+    pm = pathmod(probes.platform)
     nodes = read_kfd_nodes(probes)
     rocminfo = _first_existing(probes, [pm.join(b, "rocminfo") for b in sdk_bins]) or probes.commands.which("rocminfo")
     rocminfo_out: CommandResult | None = None

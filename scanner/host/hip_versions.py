@@ -20,7 +20,7 @@ import re
 from cuda4amd.host.gaps import Check
 from cuda4amd.host.report import HostReport
 
-__all__ = ["version_checks", "RUNTIME_MAJOR_FOR_RELEASE"]
+__all__ = ["RUNTIME_MAJOR_FOR_RELEASE", "version_checks"]
 
 #: ZLUDA release -> the amdhip64_N.dll its Windows driver loads (build.rs, cited above)
 RUNTIME_MAJOR_FOR_RELEASE = {"v5": 6, "v6-preview.69": 7, "v6": 7, "v7-preview.9": 7}

@@ -19,7 +19,7 @@ from pathlib import Path
 
 from cuda4amd.host.gaps import Check
 
-__all__ = ["zluda_file_checks", "changed_files"]
+__all__ = ["changed_files", "zluda_file_checks"]
 
 
 def changed_files(root: Path) -> tuple[list[str], list[str], int] | None:

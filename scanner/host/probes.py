@@ -24,18 +24,33 @@ import posixpath
 import re
 import subprocess
 import sys
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Iterable, Mapping, Protocol, Sequence, runtime_checkable
+from types import ModuleType
+from typing import Any, Protocol, runtime_checkable
 
 from cuda4amd.model import PrivateStrings
 
 __all__ = [
-    "CommandResult", "CommandRunner", "SystemCommands", "RecordedCommands",
-    "FileSystem", "LocalFileSystem", "MountedFileSystem",
-    "Environment", "OsEnvironment", "RecordedEnvironment",
-    "HipDevice", "HipRuntimeResult", "HipRuntime", "CtypesHipRuntime", "RecordedHipRuntime",
-    "Probes", "pathmod", "current_platform",
+    "CommandResult",
+    "CommandRunner",
+    "CtypesHipRuntime",
+    "Environment",
+    "FileSystem",
+    "HipDevice",
+    "HipRuntime",
+    "HipRuntimeResult",
+    "LocalFileSystem",
+    "MountedFileSystem",
+    "OsEnvironment",
+    "Probes",
+    "RecordedCommands",
+    "RecordedEnvironment",
+    "RecordedHipRuntime",
+    "SystemCommands",
+    "current_platform",
+    "pathmod",
 ]
 
 
@@ -43,7 +58,7 @@ def current_platform() -> str:
     return "windows" if sys.platform.startswith("win") else "linux"
 
 
-def pathmod(platform: str):
+def pathmod(platform: str) -> ModuleType:
     """The os.path flavour of a probed platform (ntpath or posixpath)."""
     return ntpath if platform == "windows" else posixpath
 
@@ -266,7 +281,7 @@ class MountedFileSystem:
                 return []
         parts = self._parts(path)
         names = set()
-        for prefix, root in self.mounts:
+        for prefix, _root in self.mounts:
             if len(prefix) > len(parts) and prefix[: len(parts)] == parts:
                 names.add(prefix[len(parts)])
         return sorted(names)
@@ -303,7 +318,7 @@ class Environment(Protocol):
 
     def names(self) -> list[str]: ...
 
-    def private_strings(self) -> "PrivateStrings": ...
+    def private_strings(self) -> PrivateStrings: ...
 
 
 class OsEnvironment:
@@ -494,7 +509,7 @@ class Probes:
         return self.env.platform
 
     @classmethod
-    def real(cls) -> "Probes":
+    def real(cls) -> Probes:
         return cls(OsEnvironment(), LocalFileSystem(), SystemCommands(), CtypesHipRuntime())
 
 

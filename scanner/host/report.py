@@ -13,18 +13,27 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from os import PathLike
 from pathlib import Path
 from types import MappingProxyType
-from typing import Any, Mapping
+from typing import Any
 
 from cuda4amd.host.gpus import Gpu, ProbeRecord
 from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, HipSdk, KernelSet, LibraryState
 from cuda4amd.host.zluda import ZludaInstall
 
-__all__ = ["SCHEMA", "HostReport", "HipRuntimeInfo", "HostReportError", "load_host_report",
-           "ENVIRONMENT_VARIABLES", "GPU_SOURCES", "PROBE_STATUSES"]
+__all__ = [
+    "ENVIRONMENT_VARIABLES",
+    "GPU_SOURCES",
+    "PROBE_STATUSES",
+    "SCHEMA",
+    "HipRuntimeInfo",
+    "HostReport",
+    "HostReportError",
+    "load_host_report",
+]
 
 SCHEMA = "cuda4amd.host/1"
 PLATFORMS = ("windows", "linux")
@@ -43,7 +52,7 @@ class HostReportError(ValueError):
         self.message = message
         super().__init__(f"{self.path}: {message}" if self.path else message)
 
-    def __reduce__(self):
+    def __reduce__(self) -> tuple[type[HostReportError], tuple[Path | None, str]]:
         return (type(self), (self.path, self.message))
 
 
@@ -111,7 +120,7 @@ class HostReport:
         return json.dumps(self.to_dict(), indent=2, ensure_ascii=False) + "\n"
 
     @classmethod
-    def from_dict(cls, data: Any, path: str | PathLike[str] | None = None) -> "HostReport":
+    def from_dict(cls, data: Any, path: str | PathLike[str] | None = None) -> HostReport:
         v = _Validator(path)
         d = v.table("report", data, required={"schema": str, "platform": str},
                     optional={"generated_by": str, "os": str, "gpus": list, "selected_gpu": (int, type(None)),
@@ -153,7 +162,7 @@ class HostReport:
                    probes=tuple(probes), generated_by=d.get("generated_by", ""), schema=d["schema"])
 
     @classmethod
-    def from_json(cls, text: str, path: str | PathLike[str] | None = None) -> "HostReport":
+    def from_json(cls, text: str, path: str | PathLike[str] | None = None) -> HostReport:
         try:
             data = json.loads(text)
         except ValueError as e:
@@ -180,7 +189,7 @@ def _gpu_to_dict(g: Gpu) -> dict[str, Any]:
             "driver_version": g.driver_version}
 
 
-def _gpu_from_dict(v: "_Validator", where: str, data: Any) -> Gpu:
+def _gpu_from_dict(v: _Validator, where: str, data: Any) -> Gpu:
     g = v.table(where, data, required={"name": str, "source": str},
                 optional={"gfx": (str, type(None)), "target": (str, type(None)), "integrated": (bool, type(None)),
                           "hip_index": (int, type(None)), "pci_id": (str, type(None)),
@@ -211,7 +220,7 @@ def _sdk_to_dict(s: HipSdk) -> dict[str, Any]:
     }
 
 
-def _sdk_from_dict(v: "_Validator", where: str, data: Any, platform: str) -> HipSdk:
+def _sdk_from_dict(v: _Validator, where: str, data: Any, platform: str) -> HipSdk:
     s = v.table(where, data, required={"path": str, "libraries": dict},
                 optional={"version": (str, type(None)), "full_version": (str, type(None)), "found_by": list,
                           "kernels": dict})

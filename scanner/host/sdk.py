@@ -20,15 +20,26 @@ Per-arch kernel files are the ones rocBLAS/hipBLASLt load for a GPU:
 from __future__ import annotations
 
 import re
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from types import MappingProxyType
-from typing import Mapping, Sequence
 
 from cuda4amd.host.gpus import ProbeRecord
 from cuda4amd.host.probes import Probes, pathmod
 
-__all__ = ["LIBRARIES", "KERNEL_LIBRARIES", "LibraryState", "KernelSet", "HipSdk", "find_sdks",
-           "select_sdk", "kernel_archs", "files_for_arch", "parse_hip_version_file", "version_key"]
+__all__ = [
+    "KERNEL_LIBRARIES",
+    "LIBRARIES",
+    "HipSdk",
+    "KernelSet",
+    "LibraryState",
+    "files_for_arch",
+    "find_sdks",
+    "kernel_archs",
+    "parse_hip_version_file",
+    "select_sdk",
+    "version_key",
+]
 
 #: library key -> (human name, Windows file names, Linux file-name regex)
 LIBRARIES: Mapping[str, tuple[str, tuple[str, ...], str]] = MappingProxyType({
@@ -182,15 +193,11 @@ def _lib_dirs(probes: Probes, root: str) -> list[str]:
     return [d for d in (pm.join(root, "lib"), pm.join(root, "lib64")) if probes.fs.is_dir(d)]
 
 
-def _inspect(probes: Probes, cand: _Candidate, gfx_targets: Sequence[str]) -> HipSdk | None:
+def _sdk_version(probes: Probes, root: str) -> tuple[str | None, str | None]:
+    """(major.minor, the full version) of the SDK at `root`: from its version file (Windows
+    bin/.hipVersion, Linux .info/version), else from the folder's name (`ROCm/6.4`, `rocm-6.4.1`)."""
     pm = pathmod(probes.platform)
     fs = probes.fs
-    root = cand.root
-    if not fs.is_dir(root):
-        return None
-    lib_dirs = _lib_dirs(probes, root)
-    if not lib_dirs or not any(fs.is_dir(d) for d in lib_dirs):
-        return None
     version = full = None
     if probes.platform == "windows":
         text = fs.read_text(pm.join(root, "bin", ".hipVersion"), limit=4096)
@@ -205,6 +212,19 @@ def _inspect(probes: Probes, cand: _Candidate, gfx_targets: Sequence[str]) -> Hi
         m = re.search(r"(\d+\.\d+)(\.\d+)?$", pm.basename(root))
         if m:
             version, full = m.group(1), m.group(0)
+    return version, full
+
+
+def _inspect(probes: Probes, cand: _Candidate, gfx_targets: Sequence[str]) -> HipSdk | None:
+    pm = pathmod(probes.platform)
+    fs = probes.fs
+    root = cand.root
+    if not fs.is_dir(root):
+        return None
+    lib_dirs = _lib_dirs(probes, root)
+    if not lib_dirs or not any(fs.is_dir(d) for d in lib_dirs):
+        return None
+    version, full = _sdk_version(probes, root)
     listing = {d: fs.listdir(d) for d in lib_dirs}
     libraries: dict[str, LibraryState] = {}
     for key, (_, win_names, linux_re) in LIBRARIES.items():

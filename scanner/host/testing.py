@@ -14,8 +14,8 @@ to the manifest).
 from __future__ import annotations
 
 import os
+from collections.abc import Mapping
 from pathlib import Path
-from typing import Mapping
 
 from cuda4amd.host.probes import (
     CommandResult,
@@ -28,7 +28,7 @@ from cuda4amd.host.probes import (
     RecordedHipRuntime,
 )
 
-__all__ = ["read_recorded", "build_tree", "windows_probes", "linux_probes"]
+__all__ = ["build_tree", "linux_probes", "read_recorded", "windows_probes"]
 
 
 def read_recorded(path: str | os.PathLike[str]) -> str:
@@ -77,11 +77,14 @@ def _probes(platform: str, mounts: Mapping[str, str | os.PathLike[str]] | None,
     )
 
 
-def windows_probes(mounts=None, env=None, commands=None, hip=None, private=None,
-                   os_description: str = "Windows 10.0.26100") -> Probes:
+def windows_probes(mounts: Mapping[str, str | os.PathLike[str]] | None = None, env: Mapping[str, str] | None = None,
+                   commands: Mapping[str, CommandResult | str] | None = None, hip: HipRuntimeResult | None = None,
+                   private: PrivateStrings | None = None, os_description: str = "Windows 10.0.26100") -> Probes:
     base = {"SystemRoot": "C:\\Windows", "ProgramFiles": "C:\\Program Files"}
     return _probes("windows", mounts, {**base, **(env or {})}, commands, hip, private, os_description)
 
 
-def linux_probes(mounts=None, env=None, commands=None, private=None, os_description: str = "Linux 6.8.0") -> Probes:
+def linux_probes(mounts: Mapping[str, str | os.PathLike[str]] | None = None, env: Mapping[str, str] | None = None,
+                 commands: Mapping[str, CommandResult | str] | None = None, private: PrivateStrings | None = None,
+                 os_description: str = "Linux 6.8.0") -> Probes:
     return _probes("linux", mounts, env, commands, None, private, os_description)

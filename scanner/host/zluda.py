@@ -17,13 +17,14 @@ none does, the closest ones are named and the match says so.
 """
 from __future__ import annotations
 
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Any, Callable
+from typing import Any
 
 from cuda4amd.host.gpus import ProbeRecord
 from cuda4amd.host.probes import Probes, pathmod, split_path_list, unique
 
-__all__ = ["ZludaInstall", "find_zluda", "SIGNATURE_FILES", "DRIVER_FILES", "CONFIG_VARIABLE"]
+__all__ = ["CONFIG_VARIABLE", "DRIVER_FILES", "SIGNATURE_FILES", "ZludaInstall", "find_zluda"]
 
 #: files only a ZLUDA release has, per platform
 SIGNATURE_FILES = {
@@ -141,7 +142,8 @@ def find_zluda(probes: Probes, rules: Any = None, target: str | None = None) -> 
     found: dict[str, ZludaInstall] = {}
     order: list[str] = []
     for folder in unique([p for p, _ in places], probes.platform):
-        hows = tuple(dict.fromkeys(h for p, h in places if pm.normcase(pm.normpath(p)) == pm.normcase(pm.normpath(folder))))
+        hows = tuple(dict.fromkeys(h for p, h in places
+                                   if pm.normcase(pm.normpath(p)) == pm.normcase(pm.normpath(folder))))
         z = _inspect(probes, folder, release_files)
         if z is not None:
             key = pm.normcase(pm.normpath(folder))

@@ -51,7 +51,7 @@ def device_checks(host: HostReport) -> list[Check]:
     kind = "integrated" if gpu.integrated else "discrete" if gpu.integrated is False else "GPU"
     discrete = [(i, g) for i, g in enumerate(host.gpus) if g.integrated is False and i != used]
     if gpu.integrated and discrete:
-        i, other = discrete[0]
+        _, other = discrete[0]
         step = f"set {var}={other.hip_index}" if other.hip_index is not None else f"set {var} to its HIP number"
         return [Check("gpu", "warning", f"ZLUDA will use the integrated {gpu.name} ({gpu.gfx or '?'}), HIP device "
                       f"{gpu.hip_index}, not the discrete {other.name}", f"{step} before starting the program")]

@@ -8,7 +8,9 @@ ignored by `render` (console: verbose, color, width; markdown: budget).
 from __future__ import annotations
 
 import importlib
+from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 #: output format -> the module that renders it; the CLI's --format choices, in this order
 FORMATS = {"console": "console", "json": "json_format", "toml": "toml_format", "markdown": "markdown"}
@@ -21,12 +23,12 @@ def format_for_path(path: str | Path) -> str | None:
     return EXTENSIONS.get(Path(path).suffix.lower())
 
 
-def renderer(name: str):
+def renderer(name: str) -> Callable[..., str]:
     """The render function of a format, imported only when asked for."""
     return importlib.import_module(f"{__name__}.{FORMATS[name]}").render
 
 
-def render(name: str, document: dict, **options) -> str:
+def render(name: str, document: dict, **options: Any) -> str:
     """Render `document` as format `name`, passing only the options that format takes."""
     import inspect  # only when rendering: `cuda4amd --help` imports this package for FORMATS
 

@@ -12,8 +12,9 @@ on such streams by themselves.
 from __future__ import annotations
 
 import codecs
+import contextlib
 import io
-from typing import TYPE_CHECKING
+from typing import IO, TYPE_CHECKING
 
 from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
@@ -27,8 +28,9 @@ COLOR_CHOICES = ("auto", "always", "never")
 
 #: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape)
 ASCII_FALLBACK = {
-    "→": "->", "←": "<-", "✓": "+", "✗": "x", "·": "-", "—": "--", "–": "-", "…": "...", "×": "x",
-    "−": "-", "≥": ">=", "≤": "<=", "‘": "'", "’": "'", "“": '"', "”": '"', "•": "*",
+    "→": "->", "←": "<-", "✓": "+", "✗": "x", "·": "-", "—": "--", "\N{EN DASH}": "-", "…": "...",
+    "\N{MULTIPLICATION SIGN}": "x", "\N{MINUS SIGN}": "-", "≥": ">=", "≤": "<=",
+    "\N{LEFT SINGLE QUOTATION MARK}": "'", "\N{RIGHT SINGLE QUOTATION MARK}": "'", "“": '"', "”": '"', "•": "*",
 }
 ERROR_HANDLER = "cuda4amd.ascii"
 
@@ -41,7 +43,7 @@ def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
     return out, error.end
 
 
-def install_ascii_fallback(*streams) -> None:
+def install_ascii_fallback(*streams: object) -> None:
     """Make `streams` (text files such as sys.stdout) write ASCII for what their encoding cannot encode.
 
     The encoding stays what the stream has (so a UTF-8 terminal keeps its
@@ -54,13 +56,11 @@ def install_ascii_fallback(*streams) -> None:
         codecs.register_error(ERROR_HANDLER, _ascii_fallback)
     for stream in streams:
         if isinstance(stream, io.TextIOWrapper):
-            try:
+            with contextlib.suppress(ValueError, io.UnsupportedOperation):  # a closed or detached stream
                 stream.reconfigure(errors=ERROR_HANDLER)
-            except (ValueError, io.UnsupportedOperation):  # a closed or detached stream
-                pass
 
 
-def terminal(file=None, *, color: str = "auto", stderr: bool = False) -> "Console":
+def terminal(file: IO[str] | None = None, *, color: str = "auto", stderr: bool = False) -> Console:
     """A rich Console on `file` (default stdout) as rich detects it; --color always/never overrides the colour."""
     from rich.console import Console
 
@@ -87,7 +87,8 @@ def render(document: dict, *, verbose: bool = False, color: bool = False, width:
     return out.getvalue()
 
 
-def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = False, summary_only: bool = False) -> None:
+def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = False,
+         summary_only: bool = False) -> None:
     """Print the report on `console`: the verdict line; unless `quiet`, the counts; unless `summary_only`, the rest.
 
     Every string is a rich Text (never markup, so a name with ``[...]`` shows as it is) of the document
@@ -140,7 +141,7 @@ def show(console: "Console", doc: dict, *, verbose: bool = False, quiet: bool = 
             console.print(Text(f"  {error['path']}: {error['message']}"))
 
 
-def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None:
+def _print_binaries(console: Console, cuda: list[dict], verbose: bool) -> None:
     from rich.table import Table
     from rich.text import Text
 
@@ -162,11 +163,12 @@ def _print_binaries(console: "Console", cuda: list[dict], verbose: bool) -> None
     console.print(table)
 
 
-def _print_packages(console: "Console", packages: list[dict], verbose: bool, by_path: dict[str, dict]) -> None:
+def _print_packages(console: Console, packages: list[dict], verbose: bool, by_path: dict[str, dict]) -> None:
     from rich.table import Table
     from rich.text import Text
 
-    table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose, title="packages", title_justify="left")
+    table = Table(show_header=True, header_style="bold", expand=False, show_lines=verbose, title="packages",
+                  title_justify="left")
     table.add_column("package", overflow="fold")
     table.add_column("verdict")
     table.add_column("why", overflow="fold")
@@ -195,11 +197,13 @@ def _details(binary: dict) -> list:
             where = f"ZLUDA's {dep['replacement']}"
         else:
             where = dep.get("resolved") or "not in the scanned tree"
-        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep.get('route')}: {where}", style="cyan"))
+        lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep.get('route')}: {where}",
+                          style="cyan"))
         for state in ("stub", "missing"):
             names = (dep.get("symbols") or {}).get(state)
             if names:
-                lines.append(Text(f"    {state}: {', '.join(names)}", style=STYLE["degraded" if state == "stub" else "blocked"]))
+                lines.append(Text(f"    {state}: {', '.join(names)}",
+                                  style=STYLE["degraded" if state == "stub" else "blocked"]))
     for note in binary.get("notes") or []:
         lines.append(Text(f"note: {note}", style="dim"))
     return lines

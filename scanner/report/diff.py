@@ -18,8 +18,9 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Callable, Iterable
 from pathlib import Path
-from typing import Any, Callable, Iterable
+from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
@@ -69,12 +70,14 @@ def parse_report(text: str, where: str = "report", *, as_toml: bool = False) -> 
         try:
             data = loads(text)
         except ValueError as exc:
-            raise ReportFileError(f"{where}: not a TOML report ({exc}); save one with `cuda4amd scan … -o scan.toml`") from None
+            raise ReportFileError(f"{where}: not a TOML report ({exc}); save one with "
+                                  "`cuda4amd scan … -o scan.toml`") from None
     else:
         try:
             data = json.loads(text)
         except ValueError as exc:
-            raise ReportFileError(f"{where}: not a JSON report ({exc}); save one with `cuda4amd scan … -o scan.json`") from None
+            raise ReportFileError(f"{where}: not a JSON report ({exc}); save one with "
+                                  "`cuda4amd scan … -o scan.json`") from None
     return check_report(data, where)
 
 
@@ -104,7 +107,8 @@ def _digits(value: str) -> str:
     return re.sub(r"\d+", "#", value.casefold())
 
 
-def _pair(before: dict[str, Any], after: dict[str, Any], key: Callable[[str], str] = _digits):
+def _pair(before: dict[str, Any], after: dict[str, Any],
+          key: Callable[[str], str] = _digits) -> tuple[list[tuple[str, str]], list[str], list[str]]:
     """(matched (b, a) names, removed names, added names): exact names first, then unique digit-only renames."""
     same = sorted(set(before) & set(after))
     removed = sorted(set(before) - set(after))
@@ -241,7 +245,8 @@ def compare(before: dict, after: dict) -> dict:
     diff["host"] = _change(_host_text(before), _host_text(after))
     diff["basis"] = _change(before.get("basis"), after.get("basis"))
     sb, sa = before.get("summary") or {}, after.get("summary") or {}
-    diff["summary"] = {k: {"before": sb.get(k), "after": sa.get(k)} for k in sorted(set(sb) | set(sa)) if sb.get(k) != sa.get(k)}
+    diff["summary"] = {k: {"before": sb.get(k), "after": sa.get(k)} for k in sorted(set(sb) | set(sa))
+                       if sb.get(k) != sa.get(k)}
 
     pb = {p["name"]: p for p in before.get("packages") or []}
     pa = {p["name"]: p for p in after.get("packages") or []}
@@ -301,7 +306,7 @@ def render_json(diff: dict) -> str:
     return json_text(diff)
 
 
-def _arrow(change: dict, show=str) -> str:
+def _arrow(change: dict, show: Callable[[Any], str] = str) -> str:
     text = f"{show(change['before'])} → {show(change['after'])}"
     return text + (f" ({change['direction']})" if change.get("direction") else "")
 
@@ -319,7 +324,8 @@ def _dep_lines(change: dict, names: int) -> list[str]:
     for line in _symbol_lines(change.get("symbols") or {}, names):
         lines.append(line)
     if "ordinals" in change:
-        lines.append("ordinals: " + " ".join(f"{s}{', '.join(change['ordinals'][k])}" for s, k in (("+", "added"), ("-", "removed")) if change["ordinals"][k]))
+        lines.append("ordinals: " + " ".join(f"{s}{', '.join(change['ordinals'][k])}"
+                                             for s, k in (("+", "added"), ("-", "removed")) if change["ordinals"][k]))
     return lines
 
 
@@ -371,12 +377,14 @@ def _binary_groups(changed: list[dict], names: int) -> list[tuple[list[dict], li
     return list(groups.values())
 
 
-def _who(entries: list[dict], show, shown: int = 3) -> str:
+def _who(entries: list[dict], show: Callable[[str], str], shown: int = 3) -> str:
     """One binary's name (with its rename), or 'N binaries: a, b, c +k more'."""
     if len(entries) == 1:
         entry = entries[0]
-        return f"{show(entry['renamed_from'])} → {show(entry['path'])}" if entry.get("renamed_from") else show(entry["path"])
-    listed = ", ".join(show(e["path"]) for e in entries[:shown]) + (f" +{len(entries) - shown} more" if len(entries) > shown else "")
+        return (f"{show(entry['renamed_from'])} → {show(entry['path'])}" if entry.get("renamed_from")
+                else show(entry["path"]))
+    listed = ", ".join(show(e["path"]) for e in entries[:shown]) + (
+        f" +{len(entries) - shown} more" if len(entries) > shown else "")
     return f"{len(entries)} binaries ({listed})"
 
 
@@ -388,12 +396,13 @@ def _binary_lines(entry: dict, names: int) -> list[tuple[str, str]]:
     if entry.get("kernels"):
         lines.append(("", f"kernels: {_arrow(entry['kernels'], _shown)}"))
     if entry.get("nvidia_library"):
-        def me(v):
+        def me(v: dict | None) -> str:
             return "not an NVIDIA library" if v is None else f"NVIDIA {v.get('family')} → {v.get('route')}"
         lines.append(("", f"is: {_arrow(entry['nvidia_library'], me)}"))
     deps = entry.get("dependencies") or {}
     for dep in deps.get("added", []):
-        lines.append(("+", f"loads {dep['name']} ({dep['load']}" + (f", {dep['family']} → {dep['route']}" if dep.get("family") else "") + ")"))
+        lines.append(("+", f"loads {dep['name']} ({dep['load']}"
+                      + (f", {dep['family']} → {dep['route']}" if dep.get("family") else "") + ")"))
     for dep in deps.get("removed", []):
         lines.append(("-", f"loads {dep['name']}"))
     for dep in deps.get("changed", []):
@@ -461,17 +470,21 @@ def render_markdown(diff: dict, *, names: int = 10) -> str:
 
     b, a = diff["before"], diff["after"]
     title = (f"# cuda4amd diff: {text(b['verdict'])} → {text(a['verdict'])}" if diff["verdict"]
-             else f"# cuda4amd diff: {text(a['verdict'])}, " + ("with changes" if diff["changed"] else "no differences"))
+             else f"# cuda4amd diff: {text(a['verdict'])}, "
+             + ("with changes" if diff["changed"] else "no differences"))
     out = [title, ""]
-    rows = [("target", code(b["target"]), code(a["target"])), ("verdict", f"**{text(b['verdict'])}**", f"**{text(a['verdict'])}**"),
-            ("ZLUDA", text(b["zluda"]), text(a["zluda"])), ("host", text(b["host"] or "not examined"), text(a["host"] or "not examined")),
+    rows = [("target", code(b["target"]), code(a["target"])),
+            ("verdict", f"**{text(b['verdict'])}**", f"**{text(a['verdict'])}**"),
+            ("ZLUDA", text(b["zluda"]), text(a["zluda"])),
+            ("host", text(b["host"] or "not examined"), text(a["host"] or "not examined")),
             ("cuda4amd", text(b["tool"]), text(a["tool"]))]
     out += ["| | before | after |", "| --- | --- | --- |"] + [f"| {r[0]} | {r[1]} | {r[2]} |" for r in rows]
     if not diff["changed"]:
         out += ["", "No differences in verdicts, routes or dependencies."]
         return "\n".join(out) + "\n"
     if diff["summary"]:
-        out += ["", "Counts: " + ", ".join(f"{text(k)} {v['before']} → {v['after']}" for k, v in diff["summary"].items()) + "."]
+        out += ["", "Counts: " + ", ".join(f"{text(k)} {v['before']} → {v['after']}"
+                                           for k, v in diff["summary"].items()) + "."]
     packages = diff["packages"]
     if any(packages.values()):
         out += ["", "## Packages", ""]
@@ -488,7 +501,8 @@ def render_markdown(diff: dict, *, names: int = 10) -> str:
         out += [f"- removed {code(x['path'])} ({text(x['verdict'])})" for x in binaries["removed"]]
         for entries, lines in _binary_groups(binaries["changed"], names):
             first = entries[0]
-            out.append(f"- {_who(entries, code)}" + (f": **{text(_arrow(first['verdict']))}**" if first.get("verdict") else ""))
+            out.append(f"- {_who(entries, code)}"
+                       + (f": **{text(_arrow(first['verdict']))}**" if first.get("verdict") else ""))
             out += [f"  - {text(_worded(sign, line))}" for sign, line in lines]
     errors = diff["errors"]
     if errors["added"] or errors["removed"]:

@@ -9,8 +9,16 @@ compatible.
 """
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from cuda4amd import __version__
 from cuda4amd.model import KernelReport
+
+if TYPE_CHECKING:
+    from cuda4amd.scan.classify import Dependency
+    from cuda4amd.scan.packages import PackageVerdict
+    from cuda4amd.scan.pipeline import ScanResult
+    from cuda4amd.scan.verdict import BinaryVerdict
 
 NO_KERNELS = KernelReport()
 
@@ -33,7 +41,7 @@ def headline(document: dict) -> str:
     return HEADLINES.get(verdict, verdict)
 
 
-def build(result, observed: dict | None = None) -> dict:
+def build(result: ScanResult, observed: dict | None = None) -> dict:
     """observed: what was seen after the fix, for the evidence levels
     (keys verification, outcomes, through: see cuda4amd.evidence.levels)."""
     from cuda4amd.evidence.levels import evidence_section
@@ -69,7 +77,7 @@ def build(result, observed: dict | None = None) -> dict:
     return document
 
 
-def _binary(verdict) -> dict:
+def _binary(verdict: BinaryVerdict) -> dict:
     binary, me = verdict.binary, verdict.identity
     info = binary.info
     entry = {
@@ -94,7 +102,7 @@ def _binary(verdict) -> dict:
     return entry
 
 
-def _package(package) -> dict:
+def _package(package: PackageVerdict) -> dict:
     return {
         "name": package.name,
         "version": package.version,
@@ -110,7 +118,7 @@ def _package(package) -> dict:
     }
 
 
-def _dependency(dep) -> dict:
+def _dependency(dep: Dependency) -> dict:
     edge, ident = dep.edge, dep.identity
     return {
         "name": edge.template or edge.name,

@@ -20,7 +20,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-__all__ = ["visible", "visible_lines", "visible_document"]
+__all__ = ["visible", "visible_document", "visible_lines"]
 
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 # C0 controls, DEL, C1 controls (0x9b is CSI and 0x9d OSC on many terminals), line and paragraph

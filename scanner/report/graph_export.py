@@ -21,7 +21,7 @@ Attributes without a value are left out (GraphML has no null).
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import networkx as nx
 
@@ -29,6 +29,9 @@ from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.model import loader_key, platform_of
 from cuda4amd.report import GRAPH_FORMATS
 from cuda4amd.report.json_format import render as json_text
+
+if TYPE_CHECKING:
+    from cuda4amd.report.redact import Redactor
 
 GRAPH_SCHEMA = "cuda4amd.graph/1"
 FORMATS = GRAPH_FORMATS
@@ -142,7 +145,7 @@ def from_document(document: dict) -> nx.DiGraph:
     return out
 
 
-def redacted(graph: nx.DiGraph, redactor) -> nx.DiGraph:
+def redacted(graph: nx.DiGraph, redactor: Redactor) -> nx.DiGraph:
     """The graph with private strings replaced (a `cuda4amd.redact.Redactor`)."""
     keep = {"kind", "format", "file_kind", "machine", "verdict", "cuda", "kernels", "family", "route", "basis",
             "load", "how", "schema", "zluda_release", *SYMBOL_STATES, "ordinals"}

@@ -6,7 +6,7 @@ row, not seven.
 """
 from __future__ import annotations
 
-from typing import Iterable
+from collections.abc import Iterable
 
 ORDER = {"blocked": 0, "degraded": 1, "ready": 2}
 
@@ -28,7 +28,7 @@ def reason_groups(binaries: Iterable[dict]) -> list[tuple[str, str, list[dict]]]
 
 def group_label(members: list[dict]) -> str:
     """'plugins/a.dll' for one file; '7 binaries of bitsandbytes: a.so, b.so, c.so +4 more' for several
-    (a name several of them share is said once, with its count: 'a.dll ×300')."""
+    (a name several of them share is said once, with its count after a multiplication sign: 'a.dll' and 300)."""
     if len(members) == 1:
         return members[0]["path"]
     owners = {b.get("distribution") for b in members}
@@ -42,7 +42,7 @@ def group_label(members: list[dict]) -> str:
     for binary in members:
         name = binary["path"].rsplit("/", 1)[-1]
         names[name] = names.get(name, 0) + 1
-    listed = [name + (f" ×{n}" if n > 1 else "") for name, n in names.items()]
+    listed = [name + (f" \N{MULTIPLICATION SIGN}{n}" if n > 1 else "") for name, n in names.items()]
     shown = ", ".join(listed[:3]) + (f" +{len(listed) - 3} more" if len(listed) > 3 else "")
     return f"{len(members)} binaries{owner}: {shown}"
 

@@ -3,15 +3,16 @@ from __future__ import annotations
 
 import json
 from json.encoder import encode_basestring  # the C encoder where there is one
+from typing import Any
 
-__all__ = ["render", "indented"]
+__all__ = ["indented", "render"]
 
 
 def render(document: dict) -> str:
     return indented(document) + "\n"
 
 
-def indented(value) -> str:
+def indented(value: Any) -> str:
     """``json.dumps(value, indent=2, ensure_ascii=False)``, the same text about twice as fast.
 
     With an indent, the standard library encodes in Python, one generator
@@ -42,7 +43,7 @@ class _NotPlain(Exception):
     """A value this writer leaves to json.dumps."""
 
 
-def _scalar(value) -> str | None:
+def _scalar(value: Any) -> str | None:
     kind = type(value)
     if kind is str:
         return encode_basestring(value)
@@ -65,7 +66,7 @@ def _scalar(value) -> str | None:
     return None
 
 
-def _write(value, out: list[str], breaks: list[str], depth: int = 0) -> None:
+def _write(value: Any, out: list[str], breaks: list[str], depth: int = 0) -> None:
     """``value``, not a scalar (its caller asked :func:`_scalar` first), at nesting ``depth`` onto ``out``;
     ``breaks[d]``: a line break and the indent of depth d."""
     kind = type(value)

@@ -26,8 +26,9 @@ from __future__ import annotations
 
 import html
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
-from typing import Iterable
+from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import headline
@@ -38,13 +39,15 @@ GITHUB_LIMIT = 65_536
 BUDGET = 60_000
 
 ORDER = {"blocked": 0, "partial": 1, "degraded": 1, "ready": 2, "no-cuda": 3}
-ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked", "unknown": "unknown"}
+ROUTE_STATE = {"redirect": "ready", "passthrough": "ready", "stub": "degraded", "blocked": "blocked",
+               "unknown": "unknown"}
 ZLUDA_REPOSITORY = "https://github.com/vosen/ZLUDA"
 #: above this many nodes the diagram keeps only the blocked and degraded binaries and what they load
 PROBLEM_PATHS_ABOVE = 20
 KERNEL_STATE = {
     "ptx-available": "carries PTX, which ZLUDA compiles for the AMD GPU",
-    "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not known",
+    "relocatable-ptx-only": "carries PTX only as relocatable device code (-rdc); whether ZLUDA can link it is not "
+                            "known",
     "sass-only": "carries no PTX, only NVIDIA machine code, which ZLUDA cannot run",
 }
 
@@ -113,8 +116,8 @@ def _h(value: object) -> str:
     return html.escape(str(value), quote=False)
 
 
-def _listed(items: list[str], limit: int, render=code) -> str:
-    """'a, b, c … and 7 more' (items rendered by `render`)."""
+def _listed(items: list[Any], limit: int, render: Callable[[Any], str] = code) -> str:
+    """'a, b, c … and 7 more' (items rendered by `render`: names, or dependencies' dicts)."""
     shown = [render(i) for i in items[:limit]]
     rest = len(items) - len(shown)
     if not shown:
@@ -163,15 +166,15 @@ class _Report:
         skipped_ready = [b for b in self.cuda if not level.ready_sections and b["verdict"] == "ready"]
         tail = [self.errors(level), self.footer()]
         if budget is None:
-            return _join(head + [graph, self.sections(sections, skipped_ready, 0, level)] + tail)
+            return _join([*head, graph, self.sections(sections, skipped_ready, 0, level), *tail])
 
         # the last level: sections while they fit, worst verdict first
-        fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
+        fixed = _join([*head, graph, self.sections([], skipped_ready, len(sections), level), *tail])
         if len(fixed) > budget:
             graph = "## Dependency graph\n\nLeft out to keep this report under GitHub's size limit."
             head[-1] = self.environment(full=False)
             tail = [self.errors(Detail(0, 3, 5, 0, False, 80)), self.footer()]
-            fixed = _join(head + [graph, self.sections([], skipped_ready, len(sections), level)] + tail)
+            fixed = _join([*head, graph, self.sections([], skipped_ready, len(sections), level), *tail])
         room = budget - len(fixed)
         kept: list[str] = []
         for section in sections:
@@ -180,7 +183,7 @@ class _Report:
                 break
             kept.append(section)
             room -= cost
-        text_ = _join(head + [graph, self.sections(kept, skipped_ready, len(sections) - len(kept), level)] + tail)
+        text_ = _join([*head, graph, self.sections(kept, skipped_ready, len(sections) - len(kept), level), *tail])
         return text_ if len(text_) <= budget else _hard_trim(text_, budget)
 
     # -- pieces ----------------------------------------------------------------
@@ -200,7 +203,8 @@ class _Report:
         )
         lines.append("")
         counts = (
-            f"{_plural(summary.get('binaries', 0), 'binary', 'binaries')} in {_plural(summary.get('files', 0), 'file')}: "
+            f"{_plural(summary.get('binaries', 0), 'binary', 'binaries')} in "
+            f"{_plural(summary.get('files', 0), 'file')}: "
             f"{summary.get('cuda_binaries', 0)} use CUDA — {summary.get('ready', 0)} ready, "
             f"{summary.get('degraded', 0)} degraded, {summary.get('blocked', 0)} blocked"
         )
@@ -222,7 +226,8 @@ class _Report:
         if self.cuda:
             groups = reason_groups(self.cuda)
             said = {reason for _, reason, _ in groups}
-            rows = [[_group_cell(members), f"**{verdict}**", text(_cut(without_repeats(reason, said) or "—", level.reason_chars))]
+            rows = [[_group_cell(members), f"**{verdict}**",
+                     text(_cut(without_repeats(reason, said) or "—", level.reason_chars))]
                     for verdict, reason, members in groups[: level.rows]]
             rest = [b for _, _, members in groups[level.rows:] for b in members]
             parts.append(_table(["binary", "verdict", "deciding reason"], rows) + self._more(rest, 0))
@@ -253,7 +258,8 @@ class _Report:
                 by_advice.setdefault(advice, []).append(package["name"])
         lines = []
         for advice, names in list(by_advice.items())[: level.rows]:
-            who = ", ".join(text(n) for n in names[:3]) + (f" and {len(names) - 3} more packages" if len(names) > 3 else "")
+            who = ", ".join(text(n) for n in names[:3]) + (
+                f" and {len(names) - 3} more packages" if len(names) > 3 else "")
             lines.append(f"- **{who}**: {text(advice)}")
         return "## What to try\n\n" + "\n".join(lines) if lines else ""
 
@@ -269,7 +275,8 @@ class _Report:
             line += f" (commit [{code(commit[:8])}]({ZLUDA_REPOSITORY}/commit/{commit}))"
         elif commit:
             line += f" (commit {code(commit)})"
-        line += ": its file table decides which NVIDIA libraries it replaces, its function tables which functions are implemented, stubs or missing."
+        line += (": its file table decides which NVIDIA libraries it replaces, its function tables which functions "
+                 "are implemented, stubs or missing.")
         return "## ZLUDA\n\n" + line
 
     def environment(self, *, full: bool = True) -> str:
@@ -283,7 +290,8 @@ class _Report:
                                                             for d in distributions])
             else:
                 body = ", ".join(f"{text(d.get('name', ''))} {text(d.get('version', ''))}" for d in distributions)
-            parts.append(f"<details>\n<summary>Installed distributions ({len(distributions)})</summary>\n\n{body}\n\n</details>")
+            parts.append("<details>\n<summary>Installed distributions "
+                         f"({len(distributions)})</summary>\n\n{body}\n\n</details>")
         if command:
             longest = max((len(run) for run in re.findall(r"`+", command)), default=0)
             fence = "`" * max(3, longest + 1)
@@ -326,7 +334,8 @@ class _Report:
         deps = binary.get("dependencies") or []
         cuda_deps = [d for d in deps if d.get("family") is not None]
         if cuda_deps:
-            rows = [[code(d["name"]), text(d.get("load", "")), text(d["family"]), self._route(d), self._found(d), self._functions(d)]
+            rows = [[code(d["name"]), text(d.get("load", "")), text(d["family"]), self._route(d), self._found(d),
+                     self._functions(d)]
                     for d in cuda_deps]
             body.append(_table(["CUDA library", "load", "family", "route", "found", "functions"], rows))
             for dep in cuda_deps:
@@ -406,7 +415,8 @@ class _Report:
         if not errors:
             return ""
         shown = errors[: level.rows]
-        rows = [[code(e.get("path", "")), text(e.get("stage", "")), text(_cut(e.get("message", ""), level.reason_chars))]
+        rows = [[code(e.get("path", "")), text(e.get("stage", "")),
+                 text(_cut(e.get("message", ""), level.reason_chars))]
                 for e in shown]
         more = f"\n\n… and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
         return "## Files that could not be read\n\n" + _table(["file", "stage", "problem"], rows) + more
@@ -438,29 +448,18 @@ def host_section(host: dict | None) -> str:
         rows.append(["other GPUs" if selected is not None else "GPUs", "<br>".join(_gpu(g) for g in others)])
     runtime = host.get("hip_runtime")
     if runtime:
-        value = f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} ({text(runtime.get('source', ''))})"
+        value = (f"{code(runtime.get('library', ''))} {text(runtime.get('version') or 'version unknown')} "
+                 f"({text(runtime.get('source', ''))})")
         if runtime.get("error"):
             value += f" — {text(runtime['error'])}"
         rows.append(["HIP runtime", value])
     else:
         rows.append(["HIP runtime", "not found"])
     sdks = host.get("hip_sdks") or []
-    chosen = host.get("selected_sdk")
     if not sdks:
         rows.append(["HIP SDK", "not found"])
-    for i, sdk in enumerate(sdks):
-        label = "HIP SDK" if i == chosen else "other HIP SDK"
-        version = sdk.get("version") or "version unknown"
-        if sdk.get("full_version") and sdk.get("full_version") != version:
-            version += f" ({sdk['full_version']})"
-        libraries = sdk.get("libraries") or {}
-        present = ", ".join(f"{_library_name(k)} {'yes' if v.get('present') else '**no**'}" for k, v in libraries.items())
-        rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
-        gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
-        for name, kernels in (sdk.get("kernels") or {}).items():
-            if gfx:
-                has = gfx in (kernels.get("archs") or [])
-                rows.append([f"{_library_name(name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+    gfx = gpus[selected].get("gfx") if selected is not None and 0 <= selected < len(gpus) else None
+    rows += _sdk_rows(sdks, host.get("selected_sdk"), gfx)
     zluda = host.get("zluda") or []
     if zluda:
         for install in zluda:
@@ -473,6 +472,26 @@ def host_section(host: dict | None) -> str:
     for name, value in sorted((host.get("environment") or {}).items()):
         rows.append([code(name), code(value)])
     return "## Host\n\n" + _table(["component", "found"], rows)
+
+
+def _sdk_rows(sdks: list[dict], chosen: int | None, gfx: str | None) -> list[list[str]]:
+    """The host table's rows of each HIP SDK: version, folder and libraries, then (for the selected
+    GPU's `gfx`) whether each kernel library has kernels for it."""
+    rows: list[list[str]] = []
+    for i, sdk in enumerate(sdks):
+        label = "HIP SDK" if i == chosen else "other HIP SDK"
+        version = sdk.get("version") or "version unknown"
+        if sdk.get("full_version") and sdk.get("full_version") != version:
+            version += f" ({sdk['full_version']})"
+        libraries = sdk.get("libraries") or {}
+        present = ", ".join(f"{_library_name(k)} {'yes' if v.get('present') else '**no**'}"
+                            for k, v in libraries.items())
+        rows.append([label, f"{text(version)} at {code(sdk.get('path', ''))}" + (f"<br>{present}" if present else "")])
+        for name, kernels in (sdk.get("kernels") or {}).items():
+            if gfx:
+                has = gfx in (kernels.get("archs") or [])
+                rows.append([f"{_library_name(name)} kernels", f"{code(gfx)}: {'yes' if has else '**none**'}"])
+    return rows
 
 
 def _group_cell(members: list[dict]) -> str:
@@ -554,6 +573,11 @@ class _Node:
     route: str = ""
 
 
+#: the diagram's nodes by key, and its edges (source, target) with how the source loads the target
+Nodes = dict[str, _Node]
+Edges = dict[tuple[str, str], set[str]]
+
+
 class _Diagram:
     """The CUDA part of the dependency graph, collapsed until it is readable."""
 
@@ -573,13 +597,15 @@ class _Diagram:
                 resolved = dep.get("resolved")
                 if resolved in report.by_path:
                     if resolved in cuda_paths or dep.get("family") is not None:
-                        edges.setdefault((f"bin:{binary['path']}", f"bin:{resolved}"), set()).add(dep.get("load", "static"))
+                        edges.setdefault((f"bin:{binary['path']}", f"bin:{resolved}"), set()).add(
+                            dep.get("load", "static"))
                     else:
                         skipped += 1
                 elif dep.get("family") is not None:
                     name = dep["name"]
                     key = f"lib:{loader_key(name, platform_of(binary.get('format') or 'ELF'))}"
-                    libraries.setdefault(key, {"name": name, "family": dep["family"], "route": dep.get("route") or "unknown"})
+                    libraries.setdefault(key, {"name": name, "family": dep["family"],
+                                               "route": dep.get("route") or "unknown"})
                     edges.setdefault((f"bin:{binary['path']}", key), set()).add(dep.get("load", "static"))
                 else:
                     skipped += 1
@@ -592,11 +618,13 @@ class _Diagram:
             me = binary.get("nvidia_library")
             # the label says what the colour says: the binary's verdict (its route is in its section)
             label = _short(path) + (f"<br/>NVIDIA {me['family']} library · {binary['verdict']}" if me else "")
-            nodes[f"bin:{path}"] = _Node(f"bin:{path}", label, binary["verdict"] if binary["verdict"] != "no-cuda" else "unknown",
+            nodes[f"bin:{path}"] = _Node(f"bin:{path}", label,
+                                         binary["verdict"] if binary["verdict"] != "no-cuda" else "unknown",
                                          "box", (path,))
         for key, lib in sorted(libraries.items()):
             nodes[key] = _Node(key, f"{lib['name']}<br/>{lib['family']} · {lib['route']}",
-                               ROUTE_STATE.get(lib["route"], "unknown"), "lib", (lib["name"],), lib["family"], lib["route"])
+                               ROUTE_STATE.get(lib["route"], "unknown"), "lib", (lib["name"],), lib["family"],
+                               lib["route"])
         notes = []
         nodes, edges = self._group_binaries(nodes, edges)
         if any(len(n.members) > 1 and n.shape == "box" for n in nodes.values()):
@@ -618,7 +646,7 @@ class _Diagram:
 
     # -- collapsing ----------------------------------------------------------------
 
-    def _group_binaries(self, nodes, edges):
+    def _group_binaries(self, nodes: Nodes, edges: Edges) -> tuple[Nodes, Edges]:
         """Binaries nothing shown loads, with the same verdict and the same outgoing edges, become one node."""
         has_incoming = {t for _, t in edges}
         signature: dict[str, tuple] = {}
@@ -643,7 +671,8 @@ class _Diagram:
             for member in members:
                 name = member.rsplit("/", 1)[-1]
                 names[name] = names.get(name, 0) + 1
-            shown = [_short(n, 32) + (f" ×{c}" if c > 1 else "") for n, c in list(names.items())[:3]]
+            shown = [_short(n, 32) + (f" \N{MULTIPLICATION SIGN}{c}" if c > 1 else "")
+                     for n, c in list(names.items())[:3]]
             label = f"{len(members)} binaries<br/>" + ", ".join(shown) + (
                 f" +{len(names) - 3} more" if len(names) > 3 else "")
             return _Node(new_key, label, nodes[keys[0]].state, "box", members)
@@ -651,7 +680,7 @@ class _Diagram:
         return self._apply(nodes, edges, rename, merged)
 
     @staticmethod
-    def _problem_paths(nodes, edges):
+    def _problem_paths(nodes: Nodes, edges: Edges) -> tuple[Nodes, Edges]:
         """The blocked and degraded binaries, what they load (directly: the edge is where the problem shows),
         and the blocked or degraded libraries; ready binaries that load nothing troubled are left out."""
         troubled = {k for k, n in nodes.items() if n.state in ("blocked", "degraded")}
@@ -671,7 +700,7 @@ class _Diagram:
     def _by_verdict(key: str, node: _Node) -> str:
         return f"verdict:{node.state}" if node.shape == "box" else key
 
-    def _merge(self, nodes, edges, rule):
+    def _merge(self, nodes: Nodes, edges: Edges, rule: Callable[[str, _Node], str]) -> tuple[Nodes, Edges]:
         def rename(key: str) -> str:
             return rule(key, nodes[key])
 
@@ -688,7 +717,8 @@ class _Diagram:
         return self._apply(nodes, edges, rename, merged)
 
     @staticmethod
-    def _apply(nodes, edges, rename, merged):
+    def _apply(nodes: Nodes, edges: Edges, rename: Callable[[str], str],
+               merged: Callable[[list[str], str], _Node]) -> tuple[Nodes, Edges]:
         grouped: dict[str, list[str]] = {}
         for key in nodes:
             grouped.setdefault(rename(key), []).append(key)
@@ -719,12 +749,14 @@ class _Diagram:
         packages: dict[str, list[_Node]] = {}
         loose: list[_Node] = []
         for node in order:
-            owners = {(self.report.package_of.get(m) or {}).get("name") for m in node.members} if node.shape == "box" else {None}
+            owners = ({(self.report.package_of.get(m) or {}).get("name") for m in node.members}
+                      if node.shape == "box" else {None})
             owner = owners.pop() if len(owners) == 1 else None
             (packages.setdefault(owner, []) if owner else loose).append(node)
         lines = ["flowchart LR"]
         for number, (name, members) in enumerate(sorted(packages.items(), key=lambda kv: kv[0].casefold())):
-            version = next((p.get("version") for p in self.report.doc.get("packages") or [] if p.get("name") == name), "")
+            version = next((p.get("version") for p in self.report.doc.get("packages") or [] if p.get("name") == name),
+                           "")
             lines.append(f'  subgraph p{number}["{_label(f"{name} {version}".strip())}"]')
             lines += [line(node, "    ") for node in members]
             lines.append("  end")

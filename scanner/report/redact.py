@@ -35,12 +35,23 @@ from __future__ import annotations
 
 import os
 import re
-from typing import Any, Iterable
+from collections.abc import Iterable
+from typing import Any
 
 from cuda4amd.model import PrivateStrings
 
-__all__ = ["HOME", "USER", "HOST", "TARGET", "HOST_REPORT_HOME", "PrivateStrings", "Redactor", "private_strings",
-           "redact_document", "is_redacted"]
+__all__ = [
+    "HOME",
+    "HOST",
+    "HOST_REPORT_HOME",
+    "TARGET",
+    "USER",
+    "PrivateStrings",
+    "Redactor",
+    "is_redacted",
+    "private_strings",
+    "redact_document",
+]
 
 HOME, USER, HOST, TARGET = "<home>", "<user>", "<host>", "<target>"
 #: what the home folder becomes in a host report, per platform: what `cuda4amd run` expands back
@@ -152,7 +163,8 @@ class Redactor:
         if self.target_root and len(self.target_root.rstrip("\\/")) >= MIN_HOME:
             self._paths.append((re.compile(_PATH_START + _path_pattern(self.target_root) + _PATH_END, re.I), TARGET))
             needles.add(_longest_component(self.target_root))
-        homes = sorted({h.rstrip("\\/") for h in private.homes if len(h.rstrip("\\/")) >= MIN_HOME}, key=len, reverse=True)
+        homes = sorted({h.rstrip("\\/") for h in private.homes if len(h.rstrip("\\/")) >= MIN_HOME}, key=len,
+                       reverse=True)
         for home in homes:
             self._paths.append((re.compile(_PATH_START + _path_pattern(home) + _PATH_END, re.I), self.home))
             needles.add(_longest_component(home))
@@ -175,7 +187,7 @@ class Redactor:
             self._name_re = re.compile(_WORD_START + f"(?:{alternatives})" + _WORD_END, re.IGNORECASE)
 
     @classmethod
-    def for_host_report(cls, platform: str, private: PrivateStrings | None = None) -> "Redactor":
+    def for_host_report(cls, platform: str, private: PrivateStrings | None = None) -> Redactor:
         """The redactor of a host report: the probes' private strings (none
         when not given), the home folder as HOST_REPORT_HOME[platform], other
         users' home folders kept as ``…\\Users\\<user>``."""
@@ -231,8 +243,11 @@ class Redactor:
         target = document.get("target")
         if isinstance(target, dict) and isinstance(target.get("path"), str):
             out["target"]["path"] = self.target_path(target["path"])
-        for original, binary in zip(document.get("binaries") or (), out.get("binaries") or ()):
-            for dep_before, dep in zip(original.get("dependencies") or (), binary.get("dependencies") or ()):
+        # `out` is a copy of `document`: its lists have the same lengths
+        for original, binary in zip(document.get("binaries") or (), out.get("binaries") or (), strict=True):
+            for dep_before, dep in zip(original.get("dependencies") or (), binary.get("dependencies") or (),
+                                       strict=True):
+
                 dep["resolved"] = self.resolved(dep_before.get("resolved"))
         evidence = document.get("evidence")
         if isinstance(evidence, dict):  # levels, routes and statuses are vocabulary; details and paths are not
@@ -308,7 +323,8 @@ def _relative_to(path: str, base: str | None) -> str | None:
     if not base or not _is_absolute(path) or not _is_absolute(base):
         return None
     windows = bool(_WINDOWS_ABS.match(base))
-    split = (lambda p: [x for x in re.split(r"[\\/]+", p) if x]) if windows else (lambda p: [x for x in p.split("/") if x])
+    split = ((lambda p: [x for x in re.split(r"[\\/]+", p) if x]) if windows
+             else (lambda p: [x for x in p.split("/") if x]))
     parts, root = split(path), split(base)
     if not root:
         return None  # everything is below "/": not a place to be relative to

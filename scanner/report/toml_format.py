@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import sys
 from importlib.resources import files
+from typing import Any
 
 import tomli_w
 
@@ -47,7 +48,7 @@ def _nullable(node: dict, root: dict) -> bool:
     return any(_nullable(option, root) for option in node.get("oneOf", []) + node.get("anyOf", []))
 
 
-def _restore_nulls(value, node: dict, root: dict) -> None:
+def _restore_nulls(value: Any, node: dict, root: dict) -> None:
     node = _resolve(node, root)
     for option in node.get("oneOf", []) + node.get("anyOf", []):
         _restore_nulls(value, option, root)
@@ -68,7 +69,7 @@ def _restore_nulls(value, node: dict, root: dict) -> None:
             _restore_nulls(item, node["items"], root)
 
 
-def _without_nulls(value):
+def _without_nulls(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_nulls(v) for k, v in value.items() if v is not None}
     if isinstance(value, list):

@@ -12,10 +12,10 @@ from __future__ import annotations
 
 import os
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from types import MappingProxyType
-from typing import Mapping
 
 from cuda4amd.rules.validate import (
     Provenance,
@@ -33,8 +33,19 @@ from cuda4amd.rules.validate import (
     top_level,
 )
 
-__all__ = ["GpuProfile", "GpuProfiles", "load_profiles", "normalize_model", "gfx_from_target_version",
-           "base_gfx", "gfx_major", "zluda_capable", "GPU_PROFILES_FILE", "FAMILIES", "PITFALL_IDS"]
+__all__ = [
+    "FAMILIES",
+    "GPU_PROFILES_FILE",
+    "PITFALL_IDS",
+    "GpuProfile",
+    "GpuProfiles",
+    "base_gfx",
+    "gfx_from_target_version",
+    "gfx_major",
+    "load_profiles",
+    "normalize_model",
+    "zluda_capable",
+]
 
 #: path of the shipped file, relative to the rules folder
 GPU_PROFILES_FILE = Path("gpus.toml")
@@ -134,7 +145,7 @@ def gfx_major(gfx: str) -> int:
     return int(digits[:-2]) if len(digits) >= 3 and digits[:-2].isdigit() else 0
 
 
-def zluda_capable(profiles: "GpuProfiles", gfx: str | None) -> bool | None:
+def zluda_capable(profiles: GpuProfiles, gfx: str | None) -> bool | None:
     """Whether upstream ZLUDA can target `gfx`: the profile says; without one,
     gfx10+ (RDNA, wave32) yes and gfx6-9 (GCN/CDNA, wave64) no; None if no gfx."""
     if not gfx:

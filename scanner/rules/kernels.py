@@ -12,9 +12,9 @@ tag). Invalid data raises ``RulesError(path, message)``.
 from __future__ import annotations
 
 import os
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Sequence
 
 from cuda4amd.rules.validate import (
     RulesError,

@@ -17,9 +17,10 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Protocol
 
 from cuda4amd.rules.frameworks import CONFIDENCE, SWITCH_KINDS
 from cuda4amd.rules.validate import (
@@ -42,10 +43,24 @@ from cuda4amd.rules.validate import (
 from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
-    "RUNTIME_DIR", "NAMES_FILE", "GENERATORS_FILE", "EMITS", "SWITCH_EMITS", "NEEDED",
-    "NameTemplate", "NameRules", "Generator", "GeneratorSwitch",
-    "load_name_rules", "load_name_files", "name_heads", "family_stems", "literal_prefixes",
-    "load_generators", "load_generator_files", "generators_for",
+    "EMITS",
+    "GENERATORS_FILE",
+    "NAMES_FILE",
+    "NEEDED",
+    "RUNTIME_DIR",
+    "SWITCH_EMITS",
+    "Generator",
+    "GeneratorSwitch",
+    "NameRules",
+    "NameTemplate",
+    "family_stems",
+    "generators_for",
+    "literal_prefixes",
+    "load_generator_files",
+    "load_generators",
+    "load_name_files",
+    "load_name_rules",
+    "name_heads",
 ]
 
 RUNTIME_DIR = "runtime"
@@ -132,7 +147,8 @@ def load_name_files(paths: Sequence[Path]) -> NameRules:
     for path in paths:
         names = _load_names_file(path)
         provenance.append(names.provenance[0])
-        templates += [t for t in names.templates if all((t.platform, t.name) != (o.platform, o.name) for o in templates)]
+        templates += [t for t in names.templates
+                      if all((t.platform, t.name) != (o.platform, o.name) for o in templates)]
         for platform, strings in names.fragments.items():
             fragments.setdefault(platform, set()).update(strings)
         for platform, (strings, appends) in names.versioners.items():
@@ -214,7 +230,8 @@ def family_stems(rules: _HasFamilies, template: NameTemplate) -> dict[str, str]:
         for pattern in patterns:
             for prefix in literal_prefixes(pattern):
                 m = shape.match(prefix)
-                if m and _STEM_RE.match(m.group(1)) and len(m.group(1)) >= MIN_STEM and not _VERSIONED.search(m.group(1)):
+                if (m and _STEM_RE.match(m.group(1)) and len(m.group(1)) >= MIN_STEM
+                        and not _VERSIONED.search(m.group(1))):
                     out.setdefault(m.group(1), family.id)
     return out
 

@@ -15,17 +15,35 @@ from __future__ import annotations
 import os
 import re
 import sys
+from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Callable, Mapping, Sequence
+from typing import Any
 
 from cuda4amd.rules.parsed import cached_document
 
 __all__ = [
-    "PLATFORMS", "ID_RE", "RulesError", "Provenance", "Schema",
-    "read_toml", "read_provenance", "top_level", "rows", "check", "choice", "check_platform",
-    "check_anchored", "compile_pattern", "shipped_rules_dir",
-    "is_str", "is_nonempty_str", "is_str_list", "is_int", "is_bool", "is_table",
+    "ID_RE",
+    "PLATFORMS",
+    "Provenance",
+    "RulesError",
+    "Schema",
+    "check",
+    "check_anchored",
+    "check_platform",
+    "choice",
+    "compile_pattern",
+    "is_bool",
+    "is_int",
+    "is_nonempty_str",
+    "is_str",
+    "is_str_list",
+    "is_table",
+    "read_provenance",
+    "read_toml",
+    "rows",
+    "shipped_rules_dir",
+    "top_level",
 ]
 
 PLATFORMS: tuple[str, ...] = ("windows", "linux")
@@ -41,7 +59,8 @@ class RulesError(Exception):
         self.message = message
         super().__init__(f"{self.path}: {message}")
 
-    def __reduce__(self):  # keep picklable (multiprocessing) despite two args
+    def __reduce__(self) -> tuple[type[RulesError], tuple[Path, str]]:
+        # keep picklable (multiprocessing) despite two args
         return (type(self), (self.path, self.message))
 
 

@@ -3,6 +3,7 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cuda4amd.model import SYMBOL_STATES, ScannedBinary, loader_key
@@ -138,7 +139,7 @@ def classify_edges(
 _VERSIONED = re.compile(r"^(.+)_v(\d+)$")
 
 
-def driver_function_states(names, rules: RuleSet, release: ZludaRelease) -> dict[str, tuple[str, ...]]:
+def driver_function_states(names: Iterable[str], rules: RuleSet, release: ZludaRelease) -> dict[str, tuple[str, ...]]:
     """State of each driver function a binary names for cuGetProcAddress/dlsym.
 
     cuGetProcAddress takes the plain name and the caller's CUDA version and
@@ -162,7 +163,7 @@ class _DriverTables:
         self._table: dict[str, str] | None = None
         self._known: dict[str, str] | None = None  # only when a name is not in this release's table
 
-    def states(self, names) -> dict[str, tuple[str, ...]]:
+    def states(self, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
         if self._table is None:
             self._table = _newest_variants(self.release.functions.get("driver", {}))
         table = self._table
@@ -179,7 +180,7 @@ class _DriverTables:
         return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
 
 
-def _newest_variants(table) -> dict[str, str]:
+def _newest_variants(table: Mapping[str, str]) -> dict[str, str]:
     """Each name's state as a request: a plain name's newest `_vN` variant, else the name itself.
     The exact legacy entry does not count when variants exist: a plain name in a string
     table is a cuGetProcAddress request (cuda.h's macros make anyone who links or dlsym()s
@@ -205,7 +206,8 @@ def _declared_driver_functions(rules: RuleSet) -> dict[str, str]:
     return declared
 
 
-def _symbol_states(binary, edge, identity, rules, release) -> dict[str, tuple[str, ...]]:
+def _symbol_states(binary: ScannedBinary, edge: Edge, identity: Identity, rules: RuleSet,
+                   release: ZludaRelease) -> dict[str, tuple[str, ...]]:
     if identity.family is None:
         return {}
     names = list(edge.symbols)
@@ -219,11 +221,12 @@ def _symbol_states(binary, edge, identity, rules, release) -> dict[str, tuple[st
     return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
 
 
-def _attributed_elf_symbols(binary, edge, identity, rules, release) -> list[str]:
+def _attributed_elf_symbols(binary: ScannedBinary, edge: Edge, identity: Identity, rules: RuleSet,
+                            release: ZludaRelease) -> list[str]:
     """Undefined ELF symbols carry no library unless versioned: tie the rest to this
     library when its ZLUDA table or its family's symbol pattern claims them."""
     versioned = {s for lib in binary.info.imports for s in lib.symbols}
-    family = rules.family(identity.family) if identity.family != "unknown" else None
+    family = rules.family(identity.family) if identity.family not in (None, "unknown") else None
     pattern = family.symbol_pattern if family is not None else None
     table = release.functions.get(identity.zluda_library or "", {})
     claimed = []

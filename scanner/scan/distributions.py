@@ -18,14 +18,15 @@ import os
 import posixpath
 import re
 import zipfile
+from collections.abc import Collection, Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
-from typing import Collection, Iterable, Iterator, cast
+from typing import cast
 
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["Distribution", "find_distributions", "owners_of", "canonical_name"]
+__all__ = ["Distribution", "canonical_name", "find_distributions", "owners_of"]
 
 UNKNOWN_VERSION = "unknown"
 #: how deep below a folder target's root to look for site-packages (a dist-info's parent);
@@ -221,7 +222,7 @@ def _from_archive(path: Path) -> list[Distribution]:
                 if _is_meta_dir(part):
                     metas.setdefault("/".join(parts[: i + 1]), part)
                     break
-        by_name = {name: info for name, info in members}
+        by_name = dict(members)
 
         def read(rel: str, limit: int) -> bytes | None:
             info = by_name.get(rel)
@@ -364,7 +365,7 @@ def _add_header(found: dict[str, str], lines: list[str], wanted: frozenset[str])
         found[name] = (value.lstrip(" \t") + "".join(lines[1:])).rstrip("\r\n")
 
 
-def _clean(value) -> str | None:
+def _clean(value: object) -> str | None:
     if value is None:
         return None
     value = str(value).strip()

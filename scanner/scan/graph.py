@@ -12,9 +12,10 @@ from __future__ import annotations
 
 import os
 import posixpath
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING, Iterable, Protocol, Sequence
+from typing import TYPE_CHECKING, Protocol
 
 from cuda4amd.model import LoadKind, ScannedBinary, loader_key
 from cuda4amd.model import platform_of as platform_of_format
@@ -23,6 +24,14 @@ if TYPE_CHECKING:
     import networkx as nx
 
 Platform = str  # "windows" | "linux"
+#: a template's expansions (file names) on a platform
+Expand = Callable[[str, Platform], Sequence[str]]
+#: (source, hit) -> (whether the source's loader may use the hit, through what)
+Reach = Callable[[str, str], tuple[bool, str | None]]
+#: a file name's system-library kind on a platform, None for no system library
+SystemKind = Callable[[str, Platform], str | None]
+#: where a name resolves: (resolved path, how, in the tree, system kind, via)
+Resolution = tuple[str | None, str, bool, str | None, str | None]
 
 
 class SystemLibraries(Protocol):
@@ -38,7 +47,9 @@ class Edge:
     ordinals: tuple[int, ...]
     platform: Platform
     resolved: str | None  # relative path in the tree, an absolute path outside it, or None
-    how: str  # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | framework-folder | system | unresolved
+    # same-folder | app-folder | rpath | runpath | search-path | elsewhere-in-tree | framework-folder | system |
+    # unresolved
+    how: str
     in_tree: bool
     system_kind: str | None = None
     template: str | None = None  # a by-name load written as a pattern, e.g. nvrtc64_%d_0.dll
@@ -102,8 +113,8 @@ def resolve_edges(
     system: SystemLibraries,
     search_paths: Iterable[Path] = (),
     target_root: Path | None = None,
-    expand=lambda template, platform: (),
-    reach=lambda source, hit: (True, None),
+    expand: Expand = lambda template, platform: (),
+    reach: Reach = lambda source, hit: (True, None),
 ) -> list[Edge]:
     """Resolve every import and by-name load of every binary.
 
@@ -179,7 +190,8 @@ def dependency_graph(binaries: Sequence[ScannedBinary], edges: Sequence[Edge]) -
     return graph
 
 
-def _by_name_edges(binary: ScannedBinary, platform: Platform, resolve, expand) -> list[Edge]:
+def _by_name_edges(binary: ScannedBinary, platform: Platform, resolve: Callable[[str], Resolution],
+                   expand: Expand) -> list[Edge]:
     """Edges for the CUDA libraries a binary names for loading at run time.
 
     A name it also imports is not a second edge; a template stands for the
@@ -213,7 +225,8 @@ class _Resolver:
     """Where one binary's loader finds a library name (see resolve_edges)."""
 
     def __init__(self, binary: ScannedBinary, platform: Platform, index: _TreeIndex, disk: _DiskLookup,
-                 extra: list[str], app_folders: list[str], target_root: Path | None, system_kind, reach):
+                 extra: list[str], app_folders: list[str], target_root: Path | None, system_kind: SystemKind,
+                 reach: Reach) -> None:
         self.binary, self.platform, self.index, self.disk = binary, platform, index, disk
         self.extra, self.target_root, self.system_kind, self.reach = extra, target_root, system_kind, reach
         self.here = here = posixpath.dirname(binary.path)
@@ -243,7 +256,7 @@ class _Resolver:
             elif folder.startswith("/"):
                 self.search.append((None, folder, False, how))
 
-    def resolve(self, name: str) -> tuple[str | None, str, bool, str | None, str | None]:
+    def resolve(self, name: str) -> Resolution:
         platform, index, disk = self.platform, self.index, self.disk
         if "/" in name or (platform == "windows" and "\\" in name):
             rel = posixpath.normpath(posixpath.join(self.here, name.replace("\\", "/")))
@@ -281,7 +294,7 @@ class _Resolver:
         return None, "unresolved", False, None, None
 
 
-def _outside(name, platform, system_kind):
+def _outside(name: str, platform: Platform, system_kind: SystemKind) -> Resolution:
     kind = system_kind(posixpath.basename(name.replace("\\", "/")), platform)
     if kind is not None:
         return None, "system", False, kind, None

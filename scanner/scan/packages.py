@@ -22,8 +22,8 @@ from __future__ import annotations
 
 import posixpath
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
-from typing import Iterable, Sequence
 
 from cuda4amd.model import platform_of
 from cuda4amd.rules.frameworks import Framework, advice_for, framework_for
@@ -90,7 +90,8 @@ def package_verdicts(
         package.binaries = [v.binary.path for v in using]
         order = {"blocked": 0, "degraded": 1, "ready": 2}
         others = [v for v in using if v not in judged]
-        for v in sorted(judged, key=lambda v: (order[v.verdict], v.binary.path)) + sorted(others, key=lambda v: (order[v.verdict], v.binary.path)):
+        for v in (sorted(judged, key=lambda v: (order[v.verdict], v.binary.path))
+                  + sorted(others, key=lambda v: (order[v.verdict], v.binary.path))):
             if v.verdict != "ready" and v.reasons:
                 package.reasons.append(f"{posixpath.basename(v.binary.path)}: {v.reasons[0]}")
         unrouted = False
@@ -105,14 +106,16 @@ def package_verdicts(
                     unrouted = True
                     package.reasons.append(
                         f"{framework.name} loads {load['name']} by name ({load['when']}; framework rule): "
-                        + ("ZLUDA implements none of its functions" if load["route"] == "stub" else "no AMD route through ZLUDA")
+                        + ("ZLUDA implements none of its functions" if load["route"] == "stub"
+                           else "no AMD route through ZLUDA")
                     )
             package.advice = advice_for(framework, troubled, _kernel_state(using))
         if unrouted and package.verdict in ("ready", "no-cuda"):
             package.verdict = "partial"  # what it loads by name fails: never a plain ready
         own = package.verdict  # what its binaries (and by-name loads) say, before its generators
         sass = [g for g in generators if _apply_generator(package, g)]
-        package.counts, package.summary = _summary(own, judged, "extension-modules" if extensions else "binaries", unrouted)
+        package.counts, package.summary = _summary(own, judged, "extension-modules" if extensions else "binaries",
+                                                   unrouted)
         if sass:  # the numbers say what is on disk; the generator, why that is not the verdict
             makers = "; ".join(g.name for g in sass)
             many = len(sass) > 1
@@ -120,7 +123,7 @@ def package_verdicts(
                                 f"(emit{'' if many else 's'} SASS, which ZLUDA cannot run)")
         if len(package.reasons) > SHOWN_REASONS:
             hidden = len(package.reasons) - SHOWN_REASONS
-            package.reasons = package.reasons[:SHOWN_REASONS] + [f"… and {hidden} more"]
+            package.reasons = [*package.reasons[:SHOWN_REASONS], f"… and {hidden} more"]
         result.append(package)
     return result
 
@@ -189,7 +192,8 @@ def _summary(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted
     return {"basis": basis, **counts}, text
 
 
-def _unseen_loads(framework: Framework, owned: Sequence[BinaryVerdict], rules: RuleSet, release: ZludaRelease) -> list[dict]:
+def _unseen_loads(framework: Framework, owned: Sequence[BinaryVerdict], rules: RuleSet,
+                  release: ZludaRelease) -> list[dict]:
     """The framework's by-name loads of families none of its binaries was seen to load."""
     platforms = {platform_of(v.binary.info.format) for v in owned}
     seen = {dep.identity.family for v in owned for dep in v.dependencies if dep.identity.family}

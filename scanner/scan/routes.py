@@ -19,7 +19,7 @@ verdict is read, so this runs before verdict.decide and imports nothing of it.
 """
 from __future__ import annotations
 
-from typing import Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 from cuda4amd.model import ScannedBinary
 from cuda4amd.rules.loader import RuleSet

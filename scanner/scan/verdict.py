@@ -10,8 +10,8 @@ that flow, so what loads it is too.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from typing import Mapping
 
 from cuda4amd.model import ScannedBinary
 from cuda4amd.rules.kernels import PtxAcceptance
@@ -88,13 +88,16 @@ def _judge_own(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
     me = result.identity
     if me.family is not None:
         if me.route == "redirect":
-            result.worsen("ready", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, this file is not used")
+            result.worsen("ready", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, this "
+                                   "file is not used")
             return  # its own imports never load
         if me.route == "stub":
-            result.worsen("degraded", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, but every function of it returns NOT_SUPPORTED")
+            result.worsen("degraded", f"NVIDIA {me.family_name} library: ZLUDA's {me.replacement} takes its place, but "
+                                      "every function of it returns NOT_SUPPORTED")
             return
         if me.route == "blocked" and me.basis == "family-default":
-            result.worsen("blocked", f"NVIDIA {me.family_name} library that ZLUDA does not replace (decided by the family default: it carries no fat binary to judge it by)")
+            result.worsen("blocked", f"NVIDIA {me.family_name} library that ZLUDA does not replace (decided by the "
+                                     "family default: it carries no fat binary to judge it by)")
         elif me.route == "unknown":
             result.worsen("degraded", "looks like an NVIDIA CUDA library that cuda4amd has no rule for")
         elif me.basis != "in-tree":
@@ -104,7 +107,8 @@ def _judge_own(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
     for dep in result.dependencies:
         if not dep.is_cuda:
             if dep.edge.how == "unresolved":
-                result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system library")
+                result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system "
+                                    "library")
             continue
         _judge_dependency(result, dep, bind_now)
 
@@ -136,7 +140,8 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
         result.worsen("blocked", f"{owner}its GPU kernels carry no PTX ({'; '.join(carried)}); ZLUDA runs only PTX")
         return
     if kernels.state == "relocatable-ptx-only":
-        result.worsen("degraded", f"{owner}its PTX exists only as relocatable device code (-rdc); whether ZLUDA can link it at load time is not known")
+        result.worsen("degraded", f"{owner}its PTX exists only as relocatable device code (-rdc); whether ZLUDA can "
+                                  "link it at load time is not known")
         return
     total, usable = kernels.modules, kernels.modules_with_ptx
     debug = ""
@@ -182,16 +187,22 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if missing:
             listed = _names(missing)
             if eager:
-                result.worsen("blocked", f"{name}: {len(missing)} imported function(s) not exported by ZLUDA's {ident.replacement} ({listed}); the loader refuses this binary")
+                result.worsen("blocked", f"{name}: {len(missing)} imported function(s) not exported by ZLUDA's "
+                                         f"{ident.replacement} ({listed}); the loader refuses this binary")
             else:
-                result.worsen("degraded", f"{name} ({LOADED[load]}): {len(missing)} function(s) not exported by ZLUDA's {ident.replacement} ({listed}); calling them fails")
+                result.worsen("degraded", f"{name} ({LOADED[load]}): {len(missing)} function(s) not exported by "
+                                          f"ZLUDA's {ident.replacement} ({listed}); calling them fails")
         if ident.route == "stub":
-            result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call returns NOT_SUPPORTED")
+            result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call "
+                                      "returns NOT_SUPPORTED")
         elif stubs:
-            what = "imported function(s)" if load != "by-name" else "function(s) it resolves by name (cuGetProcAddress/dlsym)"
-            result.worsen("degraded", f"{name}: {len(stubs)} {what} are ZLUDA stubs that return NOT_SUPPORTED ({_names(stubs)})")
+            what = ("imported function(s)" if load != "by-name"
+                    else "function(s) it resolves by name (cuGetProcAddress/dlsym)")
+            result.worsen("degraded", f"{name}: {len(stubs)} {what} are ZLUDA stubs that return NOT_SUPPORTED "
+                                      f"({_names(stubs)})")
         if edge.ordinals:
-            result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
+            result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); "
+                                      "ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")
     elif ident.route == "blocked":
         if ident.basis == "in-tree":
             advice = f"NVIDIA's {family} here ({edge.resolved}) has SASS-only kernels, and ZLUDA runs only PTX"
@@ -212,7 +223,8 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
         (result, dep)
         for result in results.values()
         for dep in result.dependencies
-        if dep.edge.resolved in results and dep.edge.resolved != result.binary.path  # in the tree, or read through --search-path
+        # in the tree, or read through --search-path
+        if dep.edge.resolved in results and dep.edge.resolved != result.binary.path
         and (not dep.is_cuda or _judged_in_tree(dep))
     ]
     changed = True
@@ -228,7 +240,8 @@ def _propagate(results: dict[str, BinaryVerdict]) -> None:
             elif needed.verdict == "blocked" and dep.edge.load == "static":
                 changed |= result.worsen("blocked", f"needs {dep.edge.resolved}, which is blocked: {deciding}")
             else:
-                changed |= result.worsen("degraded", f"loads {dep.edge.resolved} ({dep.edge.load}), which is {needed.verdict}: {deciding}")
+                changed |= result.worsen("degraded", f"loads {dep.edge.resolved} ({dep.edge.load}), which is "
+                                                     f"{needed.verdict}: {deciding}")
 
 
 def _judged_in_tree(dep: Dependency) -> bool:
@@ -238,7 +251,7 @@ def _judged_in_tree(dep: Dependency) -> bool:
     return dep.identity.basis == "in-tree" and dep.identity.route == "passthrough"
 
 
-def _names(names) -> str:
-    names = list(names)
-    shown = ", ".join(names[:LIST_AT_MOST])
-    return shown + (f" and {len(names) - LIST_AT_MOST} more" if len(names) > LIST_AT_MOST else "")
+def _names(names: Iterable[str]) -> str:
+    listed = list(names)
+    shown = ", ".join(listed[:LIST_AT_MOST])
+    return shown + (f" and {len(listed) - LIST_AT_MOST} more" if len(listed) > LIST_AT_MOST else "")

@@ -7,8 +7,12 @@ from __future__ import annotations
 
 import os
 import threading
+from typing import TYPE_CHECKING
 
-__all__ = ["usable_cores", "process_context", "forks"]
+if TYPE_CHECKING:
+    from multiprocessing.context import BaseContext
+
+__all__ = ["forks", "process_context", "usable_cores"]
 
 
 def usable_cores() -> int:
@@ -26,7 +30,7 @@ def forks() -> bool:
     return "fork" in multiprocessing.get_all_start_methods() and threading.active_count() == 1
 
 
-def process_context(preload: tuple[str, ...] = ()):
+def process_context(preload: tuple[str, ...] = ()) -> BaseContext:
     """fork where it is safe and cheap; else a fork server that imports ``preload`` once; else a fresh interpreter."""
     import multiprocessing
 

@@ -15,11 +15,15 @@ docs/src/troubleshooting.md at v6, "Understanding the zluda_trace output").
 """
 from __future__ import annotations
 
-from typing import Any, Iterable, Mapping
+from collections.abc import Iterable, Mapping
+from typing import TYPE_CHECKING, Any
 
 from cuda4amd.trace.read import MODULE_FILE, Entry, TraceRun, ptx_header
 
-__all__ = ["explain_run", "explain", "family_of", "SCHEMA"]
+if TYPE_CHECKING:
+    from cuda4amd.rules.loader import ZludaRelease
+
+__all__ = ["SCHEMA", "explain", "explain_run", "family_of"]
 
 SCHEMA = "cuda4amd.trace-explain/1"
 #: function-name prefix -> (family id of the report, function-table keys of the release), longest first
@@ -61,7 +65,7 @@ def _harmless(call: Entry) -> bool:
         status.endswith("_DEINITIALIZED")
 
 
-def _state(release, keys: tuple[str, ...], name: str) -> str:
+def _state(release: ZludaRelease | None, keys: tuple[str, ...], name: str) -> str:
     if not keys:
         return "internal"
     if release is None:
@@ -93,15 +97,12 @@ def _saved(entry: Entry) -> list[str]:
     return out
 
 
-def explain_run(run: TraceRun, *, release=None, scan: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    entries = list(run.walk())
-    calls = [e for e in entries if e.is_call]
+def _failed_calls(calls: list[Entry], release: ZludaRelease | None, scan: Mapping[str, Any] | None
+                  ) -> tuple[dict[tuple[str | None, str], dict[str, Any]], dict[tuple[str, str], int]]:
+    """(the failed calls by (family, function): statuses, ZLUDA's state, importers;
+    the usually harmless failures by (function, status): their count)."""
     failed: dict[tuple[str | None, str], dict[str, Any]] = {}
     harmless: dict[tuple[str, str], int] = {}
-    missing: list[str] = []
-    for e in entries:
-        if not e.is_call and e.text.startswith("No function ") and e.text.endswith(" in the underlying library"):
-            missing.append(e.text[len("No function "):-len(" in the underlying library")])
     for call in calls:
         if _ok(call.status):
             continue
@@ -115,25 +116,13 @@ def explain_run(run: TraceRun, *, release=None, scan: Mapping[str, Any] | None =
             "state": _state(release, keys, call.name), "imported_by": _importers(scan, family, call.name)})
         row["count"] += 1
         row["statuses"][str(call.status)] = row["statuses"].get(str(call.status), 0) + 1
-    modules: dict[str, dict[str, Any]] = {}  # handle -> {call, files, ok}
-    functions: dict[str, dict[str, Any]] = {}  # handle -> {name, parent}
-    load_failures = []
-    for call in calls:
-        assert call.name is not None
-        if call.name in MODULE_LOADS:
-            handle = call.arg(MODULE_LOADS[call.name])
-            record = {"call": call.name, "line": call.line, "files": _saved(call), "status": call.status,
-                      "handle": handle}
-            if handle and _ok(call.status):
-                modules[handle] = record
-            if not _ok(call.status):
-                load_failures.append(record)
-        elif call.name in FUNCTION_GETS and _ok(call.status):
-            out, parent, name_arg = FUNCTION_GETS[call.name]
-            handle = call.arg(out)
-            if handle:
-                name = call.arg(name_arg) if name_arg else None
-                functions[handle] = {"name": name.strip('"') if name else None, "parent": call.arg(parent)}
+    return failed, harmless
+
+
+def _last_launch(calls: list[Entry], modules: dict[str, dict[str, Any]],
+                 functions: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
+    """The last kernel launch: its function, the kernel and module it came from (followed through the
+    handles the function and module calls returned), how many launches there were; None without one."""
     launch = None
     launches = [c for c in calls if c.name in LAUNCHES]
     if launches:
@@ -155,6 +144,38 @@ def explain_run(run: TraceRun, *, release=None, scan: Mapping[str, Any] | None =
                   "kernel": kernel, "module": module["files"] if module else [],
                   "module_call": module["call"] if module else None, "launches": len(launches),
                   "last_line": calls[-1].line if calls else None, "last_call": calls[-1].name if calls else None}
+    return launch
+
+
+def explain_run(run: TraceRun, *, release: ZludaRelease | None = None,
+                scan: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    entries = list(run.walk())
+    calls = [e for e in entries if e.is_call]
+    missing: list[str] = []
+    for e in entries:
+        if not e.is_call and e.text.startswith("No function ") and e.text.endswith(" in the underlying library"):
+            missing.append(e.text[len("No function "):-len(" in the underlying library")])
+    failed, harmless = _failed_calls(calls, release, scan)
+    modules: dict[str, dict[str, Any]] = {}  # handle -> {call, files, ok}
+    functions: dict[str, dict[str, Any]] = {}  # handle -> {name, parent}
+    load_failures = []
+    for call in calls:
+        assert call.name is not None
+        if call.name in MODULE_LOADS:
+            handle = call.arg(MODULE_LOADS[call.name])
+            record = {"call": call.name, "line": call.line, "files": _saved(call), "status": call.status,
+                      "handle": handle}
+            if handle and _ok(call.status):
+                modules[handle] = record
+            if not _ok(call.status):
+                load_failures.append(record)
+        elif call.name in FUNCTION_GETS and _ok(call.status):
+            out, parent, name_arg = FUNCTION_GETS[call.name]
+            handle = call.arg(out)
+            if handle:
+                name = call.arg(name_arg) if name_arg else None
+                functions[handle] = {"name": name.strip('"') if name else None, "parent": call.arg(parent)}
+    launch = _last_launch(calls, modules, functions)
     ptx_errors = []
     for name, text in sorted(run.side.items()):
         match = MODULE_FILE.match(name)
@@ -184,7 +205,7 @@ def explain_run(run: TraceRun, *, release=None, scan: Mapping[str, Any] | None =
     return report
 
 
-def _advice(report: dict[str, Any], release) -> list[str]:
+def _advice(report: dict[str, Any], release: ZludaRelease | None) -> list[str]:
     tag = release.tag if release is not None else "this ZLUDA release"
     out = []
     stubs = [r["function"] for r in report["failed"] if r["state"] == "stub"]
@@ -192,7 +213,8 @@ def _advice(report: dict[str, Any], release) -> list[str]:
     other = [r for r in report["failed"] if r["state"] == "implemented"]
     if stubs:
         out.append(f"{_few(stubs)}: ZLUDA {tag} has these only as stubs that refuse (NOT_SUPPORTED); the program "
-                   f"needs another code path (a setting that avoids the library) or a ZLUDA release that implements them")
+                   f"needs another code path (a setting that avoids the library) or a ZLUDA release that "
+                   f"implements them")
     if absent:
         out.append(f"{_few(absent)}: not exported by ZLUDA {tag}'s library: the program asks for a function ZLUDA "
                    f"does not have (newer than ZLUDA's CUDA headers)")
@@ -228,7 +250,7 @@ def _few(names: Iterable[str], limit: int = 6) -> str:
     return ", ".join(names[:limit]) + (f" and {len(names) - limit} more" if len(names) > limit else "")
 
 
-def explain(runs: list[TraceRun], *, release=None, scan: Mapping[str, Any] | None = None,
+def explain(runs: list[TraceRun], *, release: ZludaRelease | None = None, scan: Mapping[str, Any] | None = None,
             path: str = "") -> dict[str, Any]:
     return {"schema": SCHEMA, "path": path, "zluda_release": release.tag if release is not None else None,
             "runs": [explain_run(r, release=release, scan=scan) for r in runs]}

@@ -35,13 +35,14 @@ from __future__ import annotations
 import re
 import tarfile
 import zipfile
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path, PurePosixPath
 from typing import BinaryIO
 
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["TraceError", "Entry", "TraceRun", "open_trace", "parse_log", "ptx_header", "LOG_NAME", "MODULE_FILE"]
+__all__ = ["LOG_NAME", "MODULE_FILE", "Entry", "TraceError", "TraceRun", "open_trace", "parse_log", "ptx_header"]
 
 LOG_NAME = "log.txt"
 LOG_PREFIX = "[ZLUDA_TRACE] "
@@ -67,7 +68,7 @@ class Entry:
     name: str | None = None  # None: a note
     args: str = ""
     status: str | None = None
-    children: list["Entry"] = field(default_factory=list)
+    children: list[Entry] = field(default_factory=list)
 
     @property
     def is_call(self) -> bool:
@@ -91,7 +92,7 @@ class TraceRun:
     lines: int = 0
     unparsed: int = 0  # lines that are no call: notes under calls, or text zluda_trace did not write
 
-    def walk(self):
+    def walk(self) -> Iterator[Entry]:
         stack = list(reversed(self.calls))
         while stack:
             e = stack.pop()
@@ -127,7 +128,8 @@ def parse_log(text: str) -> tuple[list[Entry], int, int]:
 
 
 class _Source:
-    """Files of a folder, zip or tar, by POSIX path relative to its root."""
+    """Files of a folder, zip or tar, by POSIX path relative to its root. A context manager:
+    entering lists the files (and opens the archive), leaving closes the archive."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
@@ -135,6 +137,9 @@ class _Source:
         self._zip: zipfile.ZipFile | None = None
         self._tar: tarfile.TarFile | None = None
         self._members: dict[str, tarfile.TarInfo] = {}
+
+    def __enter__(self) -> _Source:
+        path = self.path
         if path.is_dir():
             for p in path.rglob("*"):
                 if len(self.sizes) >= MAX_MEMBERS:
@@ -148,6 +153,7 @@ class _Source:
                     if not info.is_dir():
                         self.sizes[_clean(info.filename)] = info.file_size
             except (zipfile.BadZipFile, OSError, ValueError) as exc:
+                self.close()
                 raise TraceError(f"{path}: not a readable zip: {exc}") from None
         elif path.is_file() and _is_tar(path):
             try:
@@ -158,12 +164,23 @@ class _Source:
                         self.sizes[name] = member.size
                         self._members[name] = member
             except (tarfile.TarError, OSError, EOFError) as exc:
+                self.close()
                 raise TraceError(f"{path}: not a readable tar archive: {exc}") from None
         elif path.is_file() and path.name == LOG_NAME:
             self.path = path.parent
             self.sizes = {p.name: p.stat().st_size for p in path.parent.iterdir() if p.is_file()}
         else:
             raise TraceError(f"{path}: not a ZLUDA trace (a folder, a .zip or .tar of one, or a {LOG_NAME})")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    def close(self) -> None:
+        for archive in (self._zip, self._tar):
+            if archive is not None:
+                archive.close()
+        self._zip = self._tar = None
 
     def read(self, name: str, limit: int) -> bytes:
         if self.sizes.get(name, 0) > limit:
@@ -221,29 +238,29 @@ def open_trace(path: str | Path) -> list[TraceRun]:
     path = Path(path)
     if not path.exists():
         raise TraceError(f"{path}: no such file or folder")
-    source = _Source(path)
-    logs = sorted(n for n in source.sizes if PurePosixPath(n).name == LOG_NAME)
-    if not logs:
-        raise TraceError(f"{path}: no {LOG_NAME} in it: not a ZLUDA trace folder (run the program with "
-                         f"ZLUDA_LOG_DIR set, or `zluda.exe --zluda-trace` on Windows)")
-    runs = []
-    for log in logs:
-        folder = str(PurePosixPath(log).parent)
-        prefix = "" if folder == "." else folder + "/"
-        data = source.read(log, MAX_LOG_BYTES)
-        calls, count, unparsed = parse_log(data.decode("utf-8", "replace"))
-        files = {n[len(prefix):]: s for n, s in source.sizes.items()
-                 if n.startswith(prefix) and "/" not in n[len(prefix):] and n != log}
-        side = {}
-        for name, size in files.items():
-            if name.endswith(".log") and MODULE_FILE.match(name) and size <= MAX_SIDE_FILE_BYTES:
-                side[name] = source.read(prefix + name, MAX_SIDE_FILE_BYTES).decode("utf-8", "replace")
-            elif name.endswith(".ptx") and MODULE_FILE.match(name):
-                head = source.read(prefix + name, MAX_SIDE_FILE_BYTES) if size <= MAX_SIDE_FILE_BYTES else b""
-                side[name] = head[:4096].decode("utf-8", "replace")
-        run_name = PurePosixPath(folder).name if folder != "." else path.stem
-        runs.append(TraceRun(name=run_name, where=folder, calls=calls, files=files, side=side, lines=count,
-                             unparsed=unparsed))
+    with _Source(path) as source:
+        logs = sorted(n for n in source.sizes if PurePosixPath(n).name == LOG_NAME)
+        if not logs:
+            raise TraceError(f"{path}: no {LOG_NAME} in it: not a ZLUDA trace folder (run the program with "
+                             f"ZLUDA_LOG_DIR set, or `zluda.exe --zluda-trace` on Windows)")
+        runs = []
+        for log in logs:
+            folder = str(PurePosixPath(log).parent)
+            prefix = "" if folder == "." else folder + "/"
+            data = source.read(log, MAX_LOG_BYTES)
+            calls, count, unparsed = parse_log(data.decode("utf-8", "replace"))
+            files = {n[len(prefix):]: s for n, s in source.sizes.items()
+                     if n.startswith(prefix) and "/" not in n[len(prefix):] and n != log}
+            side = {}
+            for name, size in files.items():
+                if name.endswith(".log") and MODULE_FILE.match(name) and size <= MAX_SIDE_FILE_BYTES:
+                    side[name] = source.read(prefix + name, MAX_SIDE_FILE_BYTES).decode("utf-8", "replace")
+                elif name.endswith(".ptx") and MODULE_FILE.match(name):
+                    head = source.read(prefix + name, MAX_SIDE_FILE_BYTES) if size <= MAX_SIDE_FILE_BYTES else b""
+                    side[name] = head[:4096].decode("utf-8", "replace")
+            run_name = PurePosixPath(folder).name if folder != "." else path.stem
+            runs.append(TraceRun(name=run_name, where=folder, calls=calls, files=files, side=side, lines=count,
+                                 unparsed=unparsed))
     return runs
 
 

@@ -6,7 +6,7 @@ from typing import Any
 
 from cuda4amd.report.escape import visible_document
 
-__all__ = ["text", "markdown"]
+__all__ = ["markdown", "text"]
 
 _SPECIAL = re.compile(r"([\\`*\[\]|#~<>_])")
 
@@ -22,7 +22,7 @@ def _code(value: object) -> str:
 
 
 def _statuses(row: dict[str, Any]) -> str:
-    return ", ".join(f"{s}×{n}" if n > 1 else s for s, n in row["statuses"].items())
+    return ", ".join(f"{s}\N{MULTIPLICATION SIGN}{n}" if n > 1 else s for s, n in row["statuses"].items())
 
 
 def text(doc: dict[str, Any]) -> str:
@@ -42,8 +42,9 @@ def text(doc: dict[str, Any]) -> str:
         else:
             out.append("  no failed calls")
         if run["harmless"]:
-            out.append("  usually harmless: " + ", ".join(f"{h['function']} → {h['status']}×{h['count']}"
-                                                         for h in run["harmless"][:6]))
+            out.append("  usually harmless: " + ", ".join(
+                f"{h['function']} → {h['status']}\N{MULTIPLICATION SIGN}{h['count']}"
+                for h in run["harmless"][:6]))
         launch = run["last_launch"]
         if launch:
             out.append(f"  last kernel launch: {launch.get('kernel') or launch['function']} (line {launch['line']}, "
@@ -75,8 +76,8 @@ def markdown(doc: dict[str, Any]) -> str:
             out.append("")
         launch = run["last_launch"]
         if launch:
-            out += [f"Last kernel launch: {_code(launch.get('kernel') or launch['function'])} (line {launch['line']}) from "
-                    f"{_md(', '.join(launch['module']) or 'an unknown module')}.", ""]
+            out += [f"Last kernel launch: {_code(launch.get('kernel') or launch['function'])} "
+                    f"(line {launch['line']}) from {_md(', '.join(launch['module']) or 'an unknown module')}.", ""]
         for err in run["ptx_errors"]:
             out += [f"PTX rejected: {_md(err['ptx'] or err['log'])}: {_md('; '.join(err['errors'][:3]))}", ""]
         out += ["What to do:", ""] + [f"- {_md(a)}" for a in run["advice"]] + [""]

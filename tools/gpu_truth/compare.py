@@ -23,7 +23,7 @@ import json
 import os
 import posixpath
 import re
-from typing import Callable, Iterable
+from collections.abc import Callable, Iterable
 
 #: workload package -> the distributions whose binaries predict its loads
 PACKAGES: dict[str, tuple[str, ...]] = {

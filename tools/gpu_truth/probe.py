@@ -51,7 +51,7 @@ def main(argv: list[str]) -> int:
         result["stage"] = "run"
         run(state)
         result["ok"] = True
-    except BaseException as exc:  # noqa: BLE001 - every failure is a finding
+    except BaseException as exc:  # every failure is a finding
         lines = traceback.format_exception_only(type(exc), exc)
         result["error"] = (lines[-1] if lines else repr(exc)).strip()[:600]
     result["seconds"] = round(time.perf_counter() - start, 3)

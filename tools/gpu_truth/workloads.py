@@ -8,7 +8,8 @@ exercises is the part of the name before the first dot.
 """
 from __future__ import annotations
 
-from typing import Any, Callable
+from collections.abc import Callable
+from typing import Any
 
 Setup = Callable[[], Any]
 Run = Callable[[Any], None]

@@ -1,4 +1,4 @@
-"""cuBLAS probe: cublasSgemm_v2 of a 3×4 by 4×2 product (column-major, as
+"""cuBLAS probe: cublasSgemm_v2 of a 3x4 by 4x2 product (column-major, as
 cuBLAS stores matrices) compared with the same product in Python.
 
 Calls and enums from cublas_api.h; cublasCreate_v2, cublasSgemm_v2 and
@@ -7,9 +7,11 @@ cublasDestroy_v2 are in ZLUDA's implemented cuBLAS functions
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+from collections.abc import Sequence
 
-from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
+from cuda4amd.evidence.probes.common import Failed, Probe, close_enough, function, main_for, open_library
 
 #: cublasStatus_t (cublas_api.h); ZLUDA's unimplemented functions return NOT_SUPPORTED (zluda_blas/src/impl.rs)
 STATUS = {1: "CUBLAS_STATUS_NOT_INITIALIZED", 3: "CUBLAS_STATUS_ALLOC_FAILED", 7: "CUBLAS_STATUS_INVALID_VALUE",
@@ -29,7 +31,7 @@ def product(a: list[float], b: list[float], m: int, k: int, n: int) -> list[floa
     return [sum(a[i + p * m] * b[p + j * k] for p in range(k)) for j in range(n) for i in range(m)]
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv, lib, call = open_library(probe, args, "cuBLAS", NOT_SUPPORTED, STATUS)
     try:
         handle = ctypes.c_void_p()
@@ -52,7 +54,7 @@ def body(probe, args) -> str:
     return f"cublasSgemm_v2 {M}x{K} by {K}x{N} matched Python's product"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("blas", "blas", body, argv)
 
 

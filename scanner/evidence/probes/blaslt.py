@@ -1,4 +1,4 @@
-"""cuBLASLt probe: cublasLtMatmul of a 3×4 by 4×2 float32 product (the
+"""cuBLASLt probe: cublasLtMatmul of a 3x4 by 4x2 float32 product (the
 algorithm from cublasLtMatmulAlgoGetHeuristic) compared with Python's.
 
 Calls, enums and the heuristic-result layout from cublasLt.h; every call is in
@@ -7,10 +7,12 @@ functions.blaslt.implemented).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+from collections.abc import Sequence
 
 from cuda4amd.evidence.probes.blas import NOT_SUPPORTED, STATUS, K, M, N, matrix, product
-from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
+from cuda4amd.evidence.probes.common import Failed, Probe, close_enough, function, main_for, open_library
 
 CUBLAS_COMPUTE_32F = 68  # cublasComputeType_t
 CUDA_R_32F = 0  # cudaDataType_t
@@ -25,7 +27,7 @@ class Heuristic(ctypes.Structure):
                 ("waves_count", ctypes.c_float), ("reserved", ctypes.c_int * 4)]
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv, lib, call = open_library(probe, args, "cuBLASLt", NOT_SUPPORTED, STATUS)
 
     try:
@@ -78,7 +80,7 @@ def body(probe, args) -> str:
     return f"cublasLtMatmul {M}x{K} by {K}x{N} (float32, heuristic algorithm) matched Python's product"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("blaslt", "blaslt", body, argv)
 
 

@@ -28,7 +28,8 @@ import json
 import math
 import os
 import sys
-from typing import Any, Callable, Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 #: family -> default names, newest first (see the module docstring for the source)
 DEFAULT_NAMES: dict[str, dict[str, tuple[str, ...]]] = {
@@ -85,7 +86,7 @@ class Probe:
         sys.stdout.write(f"@result {line}\n")
         sys.stdout.flush()
 
-    def run(self, body: Callable[["Probe"], str]) -> int:
+    def run(self, body: Callable[[Probe], str]) -> int:
         """Run body(self); its return value is the detail of a pass."""
         try:
             detail = body(self)
@@ -130,7 +131,7 @@ def load(names: Sequence[str], what: str) -> tuple[ctypes.CDLL, str]:
     raise Unloadable(f"cannot load {what} ({'; '.join(errors) or 'no name given'})")
 
 
-def function(lib: ctypes.CDLL, name: str, restype=ctypes.c_int) -> Callable[..., int]:
+def function(lib: ctypes.CDLL, name: str, restype: type[ctypes._SimpleCData[Any]] = ctypes.c_int) -> Callable[..., int]:
     """The exported function `name`, or Refused when the library does not export it."""
     try:
         fn = getattr(lib, name)
@@ -161,7 +162,7 @@ class Driver:
             raise Refused(f"{call} returned {text}")
         raise Failed(f"{call} returned {text}")
 
-    def call(self, name: str, *args) -> None:
+    def call(self, name: str, *args: object) -> None:
         self.probe.step(name)
         self.check(name, function(self.lib, name)(*args))
 
@@ -193,13 +194,15 @@ class Driver:
     def free(self, ptr: ctypes.c_uint64) -> None:
         function(self.lib, "cuMemFree_v2")(ptr)
 
-    def upload(self, values: Sequence[float] | Sequence[int], ctype=ctypes.c_float) -> ctypes.c_uint64:
+    def upload(self, values: Sequence[float] | Sequence[int],
+               ctype: type[ctypes._SimpleCData[Any]] = ctypes.c_float) -> ctypes.c_uint64:
         host = (ctype * len(values))(*values)
         ptr = self.alloc(ctypes.sizeof(host))
         self.call("cuMemcpyHtoD_v2", ptr, host, ctypes.c_size_t(ctypes.sizeof(host)))
         return ptr
 
-    def download(self, ptr: ctypes.c_uint64, count: int, ctype=ctypes.c_float) -> list:
+    def download(self, ptr: ctypes.c_uint64, count: int,
+                 ctype: type[ctypes._SimpleCData[Any]] = ctypes.c_float) -> list:
         host = (ctype * count)()
         self.call("cuCtxSynchronize")
         self.call("cuMemcpyDtoH_v2", host, ptr, ctypes.c_size_t(ctypes.sizeof(host)))
@@ -210,7 +213,7 @@ def close_enough(got: Sequence[float], want: Sequence[float], *, rel: float = 1e
     """None when every value matches within tolerance, else the first mismatch, described."""
     if len(got) != len(want):
         return f"{len(got)} values where {len(want)} were expected"
-    for i, (g, w) in enumerate(zip(got, want)):
+    for i, (g, w) in enumerate(zip(got, want, strict=True)):
         if not (math.isfinite(g) and math.isclose(g, w, rel_tol=rel, abs_tol=abs_)):
             return f"value {i} is {g!r}, expected {w!r}"
     return None
@@ -242,7 +245,7 @@ def open_library(probe: Probe, args: argparse.Namespace, what: str, not_supporte
     probe.facts["library"] = name
     drv.open()
 
-    def call(fn: str, *fargs) -> None:
+    def call(fn: str, *fargs: object) -> None:
         probe.step(fn)
         library_status(fn, function(lib, fn)(*fargs), not_supported, names)
 

@@ -1,4 +1,4 @@
-"""cuDNN probe: cudnnConvolutionForward of a 1×1×4×4 input with a 1×1×2×2
+"""cuDNN probe: cudnnConvolutionForward of a 1x1x4x4 input with a 1x1x2x2
 filter (cross-correlation, no padding, implicit-GEMM algorithm), compared with
 the same convolution in Python.
 
@@ -8,9 +8,11 @@ functions.dnn9 .implemented).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+from collections.abc import Sequence
 
-from cuda4amd.evidence.probes.common import Driver, Failed, Refused, close_enough, function, load, main_for
+from cuda4amd.evidence.probes.common import Driver, Failed, Probe, Refused, close_enough, function, load, main_for
 
 CUDNN_TENSOR_NCHW, CUDNN_DATA_FLOAT, CUDNN_CROSS_CORRELATION = 0, 0, 1
 CUDNN_CONVOLUTION_FWD_ALGO_IMPLICIT_GEMM = 0
@@ -25,7 +27,7 @@ def refusal(code: int, version: int) -> bool:
     return code == 9 if version < 90000 else 3000 <= code < 4000
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv = Driver(probe, args.driver)
     lib, name = load(args.library, "cuDNN")
     probe.facts["library"] = name
@@ -35,7 +37,7 @@ def body(probe, args) -> str:
     probe.facts["version"] = version
     drv.open()
 
-    def call(fn: str, *fargs) -> None:
+    def call(fn: str, *fargs: object) -> None:
         probe.step(fn)
         code = function(lib, fn)(*fargs)
         if code == 0:
@@ -83,7 +85,7 @@ def body(probe, args) -> str:
     return f"cudnnConvolutionForward {H}x{W} by {FH}x{FW} (cuDNN {version}) matched Python's convolution"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("dnn", "dnn", body, argv)
 
 

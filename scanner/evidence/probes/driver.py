@@ -8,10 +8,12 @@ functions.driver.implemented).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+from collections.abc import Sequence
 from pathlib import Path
 
-from cuda4amd.evidence.probes.common import Driver, Failed, close_enough, main_for
+from cuda4amd.evidence.probes.common import Driver, Failed, Probe, close_enough, main_for
 
 PTX = Path(__file__).with_name("vector_add.ptx")
 #: CU_DEVICE_ATTRIBUTE_COMPUTE_CAPABILITY_MAJOR / _MINOR (cuda.h CUdevice_attribute)
@@ -20,7 +22,7 @@ N = 1000
 THREADS = 128
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv = Driver(probe, args.driver)
     probe.facts["library"] = drv.name
     version = ctypes.c_int()
@@ -55,14 +57,14 @@ def body(probe, args) -> str:
         drv.call("cuModuleUnload", module)
     finally:
         drv.close()
-    wrong = close_enough(got, [x + y for x, y in zip(a, b)], rel=1e-6, abs_=1e-6)
+    wrong = close_enough(got, [x + y for x, y in zip(a, b, strict=True)], rel=1e-6, abs_=1e-6)
     if wrong:
         raise Failed(f"vector_add: {wrong}")
     return (f"{probe.facts['device']} (compute capability {probe.facts['compute_capability']}): "
             f"PTX vector_add of {N} floats compiled, ran and matched")
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("driver", "driver_api", body, argv)
 
 

@@ -9,10 +9,12 @@ success). Calls and enums from cufft.h.
 """
 from __future__ import annotations
 
+import argparse
 import cmath
 import ctypes
+from collections.abc import Sequence
 
-from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
+from cuda4amd.evidence.probes.common import Failed, Probe, close_enough, function, main_for, open_library
 
 #: cufftResult (cufft.h)
 STATUS = {1: "CUFFT_INVALID_PLAN", 2: "CUFFT_ALLOC_FAILED", 4: "CUFFT_INVALID_VALUE", 5: "CUFFT_INTERNAL_ERROR",
@@ -23,7 +25,7 @@ POINTS = 8
 SIGNAL = [complex(i % 3, (i * 5) % 4 - 1.5) for i in range(POINTS)]
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv, lib, call = open_library(probe, args, "cuFFT", NOT_SUPPORTED, STATUS)
 
     try:
@@ -48,7 +50,7 @@ def body(probe, args) -> str:
     return f"cufftExecC2C forward of {POINTS} points matched Python's DFT"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("fft", "fft", body, argv)
 
 

@@ -1,4 +1,4 @@
-"""cuSPARSE probe: a sparse matrix times a vector (y = A·x, A 4×4 with 6
+"""cuSPARSE probe: a sparse matrix times a vector (y = A·x, A 4x4 with 6
 non-zeros in COO form), compared with Python's.
 
 The product goes through cusparseSpMM with a one-column dense matrix: ZLUDA's
@@ -9,14 +9,17 @@ is the same product. Calls and enums from cusparse.h (CUDA 12).
 """
 from __future__ import annotations
 
+import argparse
 import ctypes
+from collections.abc import Sequence
 
-from cuda4amd.evidence.probes.common import Failed, close_enough, function, main_for, open_library
+from cuda4amd.evidence.probes.common import Failed, Probe, close_enough, function, main_for, open_library
 
 #: cusparseStatus_t (cusparse.h); ZLUDA's unimplemented functions return NOT_SUPPORTED (zluda_sparse/src/impl.rs)
 STATUS = {1: "CUSPARSE_STATUS_NOT_INITIALIZED", 2: "CUSPARSE_STATUS_ALLOC_FAILED", 3: "CUSPARSE_STATUS_INVALID_VALUE",
-          4: "CUSPARSE_STATUS_ARCH_MISMATCH", 6: "CUSPARSE_STATUS_EXECUTION_FAILED", 7: "CUSPARSE_STATUS_INTERNAL_ERROR",
-          10: "CUSPARSE_STATUS_NOT_SUPPORTED", 11: "CUSPARSE_STATUS_INSUFFICIENT_RESOURCES"}
+          4: "CUSPARSE_STATUS_ARCH_MISMATCH", 6: "CUSPARSE_STATUS_EXECUTION_FAILED",
+          7: "CUSPARSE_STATUS_INTERNAL_ERROR", 10: "CUSPARSE_STATUS_NOT_SUPPORTED",
+          11: "CUSPARSE_STATUS_INSUFFICIENT_RESOURCES"}
 NOT_SUPPORTED = 10
 CUSPARSE_INDEX_32I, CUSPARSE_INDEX_BASE_ZERO, CUSPARSE_ORDER_COL = 2, 0, 1
 CUSPARSE_OPERATION_NON_TRANSPOSE, CUSPARSE_SPMM_ALG_DEFAULT, CUDA_R_32F = 0, 0, 0
@@ -27,7 +30,7 @@ SIZE = 4
 X = [1.0, -2.0, 0.5, 4.0]
 
 
-def body(probe, args) -> str:
+def body(probe: Probe, args: argparse.Namespace) -> str:
     drv, lib, call = open_library(probe, args, "cuSPARSE", NOT_SUPPORTED, STATUS)
 
     try:
@@ -65,7 +68,7 @@ def body(probe, args) -> str:
     finally:
         drv.close()
     want = [0.0] * SIZE
-    for r, c, v in zip(ROWS, COLS, VALUES):
+    for r, c, v in zip(ROWS, COLS, VALUES, strict=True):
         want[r] += v * X[c]
     wrong = close_enough(got, want)
     if wrong:
@@ -73,7 +76,7 @@ def body(probe, args) -> str:
     return f"sparse {SIZE}x{SIZE} COO matrix times a vector (cusparseSpMM, one column) matched Python's"
 
 
-def main(argv=None) -> int:
+def main(argv: Sequence[str] | None = None) -> int:
     return main_for("sparse", "sparse", body, argv)
 
 

@@ -8,7 +8,8 @@ message a user can read, never IndexError or struct.error.
 from __future__ import annotations
 
 import struct
-from typing import TYPE_CHECKING, Union
+from collections.abc import Iterator
+from typing import TYPE_CHECKING, Any, Union
 
 if TYPE_CHECKING:
     import mmap
@@ -39,7 +40,7 @@ def _struct(fmt: str) -> struct.Struct:
 class BinView:
     """Bounds-checked reads from ``buf``. ``endian`` is "<" or ">"."""
 
-    __slots__ = ("buf", "size", "endian", "string_budget")
+    __slots__ = ("buf", "endian", "size", "string_budget")
 
     def __init__(self, buf: Buffer, endian: str = "<") -> None:
         self.buf = buf
@@ -85,7 +86,7 @@ class BinView:
         self.check(offset, length, what)
         return bytes(self.buf[offset : offset + length])
 
-    def iter_unpack(self, fmt: str, offset: int, count: int, what: str = "table"):
+    def iter_unpack(self, fmt: str, offset: int, count: int, what: str = "table") -> Iterator[tuple[Any, ...]]:
         """Yield ``count`` records of ``fmt`` starting at ``offset`` (bounds checked once)."""
         s = _struct(self.endian + fmt)
         self.check(offset, s.size * count, what)

@@ -29,9 +29,10 @@ from __future__ import annotations
 import re
 
 from cuda4amd.model import BinaryInfo, DriverNames
+from cuda4amd.scan.read.binview import Buffer
 from cuda4amd.scan.read.pages import CHUNK, Pages
 
-__all__ = ["DriverNames", "find_driver_names", "DATA_SECTIONS"]
+__all__ = ["DATA_SECTIONS", "DriverNames", "find_driver_names"]
 
 #: where string literals live (PE, ELF)
 DATA_SECTIONS = frozenset({".rdata", ".rodata", ".data.rel.ro", ".lrodata"})
@@ -48,7 +49,7 @@ _THREAD_VARIANTS = (b"_ptds\x00", b"_ptsz\x00")
 MAX_NAMES = 200_000
 
 
-def find_driver_names(buf, info: BinaryInfo) -> DriverNames:
+def find_driver_names(buf: Buffer, info: BinaryInfo) -> DriverNames:
     """Driver function names in the read-only data of one binary (bounded; never raises for content)."""
     size = len(buf)
     pages = Pages(buf)

@@ -20,7 +20,7 @@ from __future__ import annotations
 import struct
 
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
-from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
+from cuda4amd.scan.read.binview import MAX_STRING, BinView, Buffer, MalformedBinary, decode
 from cuda4amd.scan.read.pages import Pages
 
 EM_NAMES = {
@@ -130,7 +130,7 @@ class _Elf:
 
     # -- headers ------------------------------------------------------------------
 
-    def _shdr(self, i: int):
+    def _shdr(self, i: int) -> tuple[int, ...]:
         """(name, type, flags, addr, offset, size, link, info, entsize)."""
         v = self.v
         if self.bits == 64:
@@ -147,10 +147,10 @@ class _Elf:
                 "IIIIIIIIII", o, "section header")
         return (name, typ, flags, addr, off, size, link, info, ent)
 
-    def _phdrs(self):
+    def _phdrs(self) -> list[tuple[int, int, int, int, int]]:
         """[(type, offset, vaddr, filesz, memsz)]."""
         v = self.v
-        out = []
+        out: list[tuple[int, int, int, int, int]] = []
         if self.phnum == 0:
             return out
         if self.bits == 64:
@@ -205,10 +205,7 @@ class _Elf:
         for i, (name_off, typ, _f, addr, off, size, _l, _info, _e) in enumerate(self.shdrs):
             if i == 0 and typ == 0:
                 continue  # the reserved null section
-            if strtab is None:
-                name = ""
-            else:
-                name = self.v.cstr(strtab[0] + name_off, "section name", limit=strtab[1])
+            name = "" if strtab is None else self.v.cstr(strtab[0] + name_off, "section name", limit=strtab[1])
             out.append(Section(name, addr, size, off, 0 if typ == SHT_NOBITS else size))
         return tuple(out)
 
@@ -325,11 +322,7 @@ def read_elf(v: BinView, exports: bool = True) -> BinaryInfo:
             runpath.extend(p for p in dstr(val, "DT_RUNPATH").split(":") if p)
         elif tag == DT_RPATH:
             rpath.extend(p for p in dstr(val, "DT_RPATH").split(":") if p)
-        elif tag == DT_BIND_NOW:
-            bind_now = True
-        elif tag == DT_FLAGS and val & DF_BIND_NOW:
-            bind_now = True
-        elif tag == DT_FLAGS_1 and val & DF_1_NOW:
+        elif tag == DT_BIND_NOW or (tag == DT_FLAGS and val & DF_BIND_NOW) or (tag == DT_FLAGS_1 and val & DF_1_NOW):
             bind_now = True
 
     undefined, exported, by_lib = _dynamic_symbols(e, dyn, exports)
@@ -357,7 +350,12 @@ def read_elf(v: BinView, exports: bool = True) -> BinaryInfo:
     )
 
 
-def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]):
+#: where the dynamic symbols live: (sym_off, count, strtab (start, end), versym_off | None,
+#: verneed (off, end, num, strtab (start, end)) | None)
+SymbolTables = tuple[int, int, tuple[int, int], int | None, tuple[int, int, int, tuple[int, int]] | None]
+
+
+def _symbol_tables(e: _Elf, dyn: list[tuple[int, int]]) -> SymbolTables | None:
     """Where the dynamic symbols live: (sym_off, count, strtab (start, end),
     versym_off | None, verneed (off, end, num, strtab) | None).
 
@@ -431,7 +429,8 @@ def _gnu_hash_count(e: _Elf, off: int) -> int:
         i += 1
 
 
-def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]], with_exports: bool = True):
+def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]],
+                     with_exports: bool = True) -> tuple[set[str], set[str], dict[str, set[str]]]:
     """(undefined names, exported names (none unless ``with_exports``), {needed file: {symbol names}})."""
     v = e.v
     tables = _symbol_tables(e, dyn)
@@ -464,7 +463,8 @@ def _dynamic_symbols(e: _Elf, dyn: list[tuple[int, int]], with_exports: bool = T
     # raises the error, so the messages are the same.
     buf, size = v.buf, v.size
     table = buf[sym_off:sym_off + count * ent]
-    versions = struct.unpack(f"{v.endian}{count}H", buf[versym_off:versym_off + 2 * count]) if versym_off is not None else ()
+    versions = (struct.unpack(f"{v.endian}{count}H", buf[versym_off:versym_off + 2 * count])
+                if versym_off is not None else ())
     end = min(str_end, size)
     find = buf.find
     budget = v.string_budget
@@ -535,7 +535,7 @@ def _verneed(e: _Elf, off: int, end: int, num: int, strtab: tuple[int, int]) -> 
     return out
 
 
-def loader_disagreements(buf) -> tuple[str, ...]:
+def loader_disagreements(buf: Buffer) -> tuple[str, ...]:
     """Where the section headers of an ELF file describe its dynamic
     information differently from what ld.so reads (the reader follows ld.so):
     a sign of a damaged or doctored file, reported next to the answer."""

@@ -17,18 +17,19 @@ import mmap
 import os
 import stat
 import struct
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
-from typing import BinaryIO, Iterator
+from typing import BinaryIO
 
 from cuda4amd.model import BinaryInfo
-from cuda4amd.scan.read.binview import BinView, MalformedBinary
+from cuda4amd.scan.read.binview import BinView, Buffer, MalformedBinary
 from cuda4amd.scan.read.pages import Pages
 from cuda4amd.scan.read.sniff import SNIFF_BYTES, misplaced_pe_header, sniff, sniff_file
 
 __all__ = [
     "ENGINES",
-    "MalformedBinary",
     "SNIFF_BYTES",
+    "MalformedBinary",
     "open_regular",
     "open_regular_fd",
     "read_bytes",
@@ -47,7 +48,7 @@ def _check_engine(engine: str) -> None:
 EMPTY = "empty file (0 bytes): not a PE or ELF binary"
 
 
-def _read_view(buf, exports: bool = True) -> BinaryInfo:
+def _read_view(buf: Buffer, exports: bool = True) -> BinaryInfo:
     """The fast readers over ``buf``. A big mapped ELF file's headers and tables are read with
     ``MADV_RANDOM``: otherwise the kernel reads around each page they touch as it does for a program's
     code, 8 MiB at a time on the disks of this machine and the device machine, and the device's cold
@@ -64,7 +65,7 @@ def _read_view(buf, exports: bool = True) -> BinaryInfo:
         pages.advise(0, pages.size, "MADV_NORMAL")  # the searches that follow read sections through
 
 
-def _read_format(buf, exports: bool, pages: Pages) -> BinaryInfo:
+def _read_format(buf: Buffer, exports: bool, pages: Pages) -> BinaryInfo:
     kind = sniff(bytes(buf[:SNIFF_BYTES]))
     if kind is None and buf[:2] == b"MZ" and len(buf) >= 0x40:
         (e_lfanew,) = struct.unpack_from("<I", buf, 0x3C)
@@ -89,7 +90,7 @@ def _read_format(buf, exports: bool, pages: Pages) -> BinaryInfo:
     raise MalformedBinary("not a PE or ELF binary (unknown magic)")
 
 
-def _guard(fn, *args) -> BinaryInfo:
+def _guard(fn: Callable[..., BinaryInfo], *args: object) -> BinaryInfo:
     """Run a parser; anything but MalformedBinary/OSError becomes MalformedBinary."""
     try:
         return fn(*args)
@@ -99,7 +100,7 @@ def _guard(fn, *args) -> BinaryInfo:
         raise MalformedBinary("binary structures need more memory than is available") from None
     except RecursionError:
         raise MalformedBinary("binary structures nest too deeply (cyclic?)") from None
-    except Exception as exc:  # noqa: BLE001 - the contract: one exception type for bad input
+    except Exception as exc:
         raise MalformedBinary(f"cannot parse binary ({type(exc).__name__}: {exc})") from exc
 
 

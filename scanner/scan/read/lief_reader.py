@@ -8,8 +8,11 @@ can tell; readers.py converts anything else that escapes.
 """
 from __future__ import annotations
 
+import contextlib
 import io
 import os
+from collections.abc import Iterable
+from typing import Any
 
 import lief
 
@@ -30,13 +33,16 @@ from cuda4amd.scan.read.pe import IMAGE_FILE_DLL
 from cuda4amd.scan.read.pe import machine_name as pe_machine_name
 from cuda4amd.scan.read.sniff import sniff_file
 
-try:  # keep lief quiet: its warnings go to stderr otherwise
+#: a binary lief parsed: its stubs type the entries by their base class (a DynamicEntry has no `name`,
+#: a data directory may be None), so its objects are read untyped
+LiefBinary = Any
+
+# keep lief quiet: its warnings go to stderr otherwise (any error: an older or newer lief without it)
+with contextlib.suppress(Exception):
     lief.logging.disable()
-except Exception:  # pragma: no cover - older/newer lief
-    pass
 
 
-def _name(s) -> str:
+def _name(s: str | bytes) -> str:
     """lief hands back str for valid UTF-8 and bytes otherwise; match binview.decode."""
     if isinstance(s, bytes):
         try:
@@ -81,18 +87,18 @@ def read_lief(source: str | bytes) -> BinaryInfo:
     raise MalformedBinary("not a PE or ELF binary (unknown magic)")
 
 
-def _is_pe(source, data) -> bool:
+def _is_pe(source: str | bytes, data: bytes | None) -> bool:
     if data is None:
         with open(source, "rb") as f:
             return sniff_file(f) == "PE"
     return sniff_file(io.BytesIO(data)) == "PE"
 
 
-def _size(source, data) -> int:
+def _size(source: str | bytes, data: bytes | None) -> int:
     return os.path.getsize(source) if data is None else len(data)
 
 
-def _check_pe(b, size: int) -> None:
+def _check_pe(b: LiefBinary, size: int) -> None:
     """lief accepts truncated tables silently; refuse what the loader would refuse."""
     hdr = b.header
     end = b.dos_header.addressof_new_exeheader + 24 + hdr.sizeof_optional_header + 40 * hdr.numberof_sections
@@ -111,7 +117,7 @@ def _check_pe(b, size: int) -> None:
             raise MalformedBinary(f"{what} RVA {rva:#x} maps beyond the end of the file")
 
 
-def _check_elf(b, size: int) -> None:
+def _check_elf(b: LiefBinary, size: int) -> None:
     h = b.header
     ehsize = 64 if h.identity_class == lief.ELF.Header.CLASS.ELF64 else 32 + 20
     if size < ehsize:
@@ -125,7 +131,7 @@ def _check_elf(b, size: int) -> None:
 # --- PE ----------------------------------------------------------------------------
 
 
-def _pe(b) -> BinaryInfo:
+def _pe(b: LiefBinary) -> BinaryInfo:
     machine = int(b.header.machine.value)
     magic = b.optional_header.magic
     bits = 64 if magic == lief.PE.PE_TYPE.PE32_PLUS else 32
@@ -157,8 +163,8 @@ def _pe(b) -> BinaryInfo:
         # includes ordinal-only entries; the fast reader gives the names in
         # name-pointer-table order, which linkers sort by byte value (the
         # loader binary-searches it). Sorting by UTF-8 bytes matches.
-        names = [_name(e.name) for e in exp.entries if e.name]
-        exports = tuple(sorted(names, key=lambda n: n.encode("utf-8", "surrogateescape")))
+        exported = [_name(e.name) for e in exp.entries if e.name]
+        exports = tuple(sorted(exported, key=lambda n: n.encode("utf-8", "surrogateescape")))
     return BinaryInfo(
         format="PE",
         machine=pe_machine_name(machine),
@@ -170,7 +176,7 @@ def _pe(b) -> BinaryInfo:
     )
 
 
-def _entries(entries):
+def _entries(entries: Iterable[Any]) -> tuple[tuple[str, ...], tuple[int, ...]]:
     names, ords = [], []
     for e in entries:
         if e.is_ordinal:
@@ -183,7 +189,7 @@ def _entries(entries):
 # --- ELF ---------------------------------------------------------------------------
 
 
-def _elf(b) -> BinaryInfo:
+def _elf(b: LiefBinary) -> BinaryInfo:
     hdr = b.header
     bits = 64 if hdr.identity_class == lief.ELF.Header.CLASS.ELF64 else 32
     little = hdr.identity_data == lief.ELF.Header.ELF_DATA.LSB
@@ -202,51 +208,8 @@ def _elf(b) -> BinaryInfo:
         nobits = int(s.type.value) == SHT_NOBITS
         sections.append(Section(_name(s.name), s.virtual_address, s.size, s.offset, 0 if nobits else s.size))
 
-    T = lief.ELF.DynamicEntry.TAG
-    needed: list[str] = []
-    soname = None
-    runpath: list[str] = []
-    rpath: list[str] = []
-    bind_now = False
-    for d in b.dynamic_entries:
-        tag = d.tag
-        if tag == T.NEEDED:
-            needed.append(_name(d.name))
-        elif tag == T.SONAME:
-            soname = _name(d.name)
-        elif tag == T.RUNPATH:
-            runpath.extend(p for p in _name(d.runpath).split(":") if p)
-        elif tag == T.RPATH:
-            rpath.extend(p for p in _name(d.rpath).split(":") if p)
-        elif tag == T.BIND_NOW:
-            bind_now = True
-        elif tag == T.FLAGS and d.value & DF_BIND_NOW:
-            bind_now = True
-        elif tag == T.FLAGS_1 and d.value & DF_1_NOW:
-            bind_now = True
-
-    ver_file: dict[int, str] = {}
-    for req in b.symbols_version_requirement:
-        for aux in req.get_auxiliary_symbols():
-            ver_file.setdefault(aux.other & 0x7FFF, _name(req.name))
-
-    undefined: set[str] = set()
-    exports: set[str] = set()
-    by_lib: dict[str, set[str]] = {}
-    LOCAL = lief.ELF.Symbol.BINDING.LOCAL
-    for s in b.dynamic_symbols:
-        name = _name(s.name)
-        if not name or s.binding == LOCAL:
-            continue
-        if s.shndx == 0:
-            undefined.add(name)
-            sv = s.symbol_version
-            if sv is not None and ver_file:
-                f = ver_file.get(sv.value & 0x7FFF)
-                if f is not None:
-                    by_lib.setdefault(f, set()).add(name)
-        elif is_export(int(s.type.value), s.shndx, s.value, s.size):
-            exports.add(name)
+    needed, soname, runpath, rpath, bind_now = _elf_dynamic(b)
+    undefined, exports, by_lib = _elf_symbols(b)
 
     imports = []
     used: set[str] = set()
@@ -271,3 +234,55 @@ def _elf(b) -> BinaryInfo:
         undefined_symbols=tuple(sorted(undefined)),
         bind_now=bind_now,
     )
+
+
+def _elf_dynamic(b: LiefBinary) -> tuple[list[str], str | None, list[str], list[str], bool]:
+    """(DT_NEEDED names, DT_SONAME, DT_RUNPATH and DT_RPATH folders, whether binding is immediate)."""
+    T = lief.ELF.DynamicEntry.TAG
+    needed: list[str] = []
+    soname = None
+    runpath: list[str] = []
+    rpath: list[str] = []
+    bind_now = False
+    for d in b.dynamic_entries:
+        tag = d.tag
+        if tag == T.NEEDED:
+            needed.append(_name(d.name))
+        elif tag == T.SONAME:
+            soname = _name(d.name)
+        elif tag == T.RUNPATH:
+            runpath.extend(p for p in _name(d.runpath).split(":") if p)
+        elif tag == T.RPATH:
+            rpath.extend(p for p in _name(d.rpath).split(":") if p)
+        elif (tag == T.BIND_NOW or (tag == T.FLAGS and d.value & DF_BIND_NOW)
+              or (tag == T.FLAGS_1 and d.value & DF_1_NOW)):
+            bind_now = True
+    return needed, soname, runpath, rpath, bind_now
+
+
+def _elf_symbols(b: LiefBinary) -> tuple[set[str], set[str], dict[str, set[str]]]:
+    """(undefined dynamic symbols, exported ones, {needed file: the undefined symbols its
+    version requirement names})."""
+    ver_file: dict[int, str] = {}
+    for req in b.symbols_version_requirement:
+        for aux in req.get_auxiliary_symbols():
+            ver_file.setdefault(aux.other & 0x7FFF, _name(req.name))
+
+    undefined: set[str] = set()
+    exports: set[str] = set()
+    by_lib: dict[str, set[str]] = {}
+    LOCAL = lief.ELF.Symbol.BINDING.LOCAL
+    for s in b.dynamic_symbols:
+        name = _name(s.name)
+        if not name or s.binding == LOCAL:
+            continue
+        if s.shndx == 0:
+            undefined.add(name)
+            sv = s.symbol_version
+            if sv is not None and ver_file:
+                f = ver_file.get(sv.value & 0x7FFF)
+                if f is not None:
+                    by_lib.setdefault(f, set()).add(name)
+        elif is_export(int(s.type.value), s.shndx, s.value, s.size):
+            exports.add(name)
+    return undefined, exports, by_lib

@@ -16,8 +16,13 @@ whether it is reading the disk at all.
 """
 from __future__ import annotations
 
+import contextlib
 import mmap
-from typing import Iterable
+from collections.abc import Iterable
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from cuda4amd.scan.read.binview import Buffer
 
 try:
     import resource
@@ -36,10 +41,10 @@ _CAN_ADVISE = all(hasattr(mmap, n) for n in ("MADV_DONTNEED", "MADV_RANDOM", "MA
 class Pages:
     """The pages of one buffer, handed back (or advised) by file range."""
 
-    __slots__ = ("buf", "size", "enabled")
+    __slots__ = ("buf", "enabled", "size")
 
-    def __init__(self, buf) -> None:
-        self.buf = buf
+    def __init__(self, buf: Buffer) -> None:
+        self.buf: Any = buf  # madvise is called only when it is an mmap (enabled)
         self.size = len(buf)
         self.enabled = _CAN_ADVISE and isinstance(buf, mmap.mmap)
 
@@ -67,10 +72,8 @@ class Pages:
         ``MADV_NORMAL``), for ranges of more than CHUNK bytes."""
         if self.advisable(start, end):
             a = start - start % mmap.PAGESIZE
-            try:
+            with contextlib.suppress(OSError, ValueError):
                 self.buf.madvise(getattr(mmap, advice), a, end - a)
-            except (OSError, ValueError):
-                pass
 
     def ask(self, ranges: Iterable[tuple[int, int]]) -> None:
         """Ask for the pages that hold each [start, end) (``MADV_WILLNEED``, one call per run of adjacent

@@ -7,13 +7,13 @@ imports still count, and the damage becomes a per-file error.
 from __future__ import annotations
 
 import posixpath
+from collections.abc import Sequence
 from dataclasses import dataclass, field
-from typing import Sequence
 
 from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
 from cuda4amd.scan.classify import identify
-from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.binview import Buffer, MalformedBinary
 from cuda4amd.scan.read.byname import NamePatterns, NameReference, expand_template, find_library_names
 from cuda4amd.scan.read.drivernames import DriverNames, find_driver_names
 from cuda4amd.scan.read.elf import loader_disagreements
@@ -73,7 +73,7 @@ class PayloadInspector:
         object.__setattr__(self, "names", NamePatterns(self.rules))
         object.__setattr__(self, "cuda_symbols", CudaSymbols(self.rules))
 
-    def inspect(self, path: str, buf, info: BinaryInfo) -> Payload:
+    def inspect(self, path: str, buf: Buffer, info: BinaryInfo) -> Payload:
         mode = self.kernel_scan(path, info)
         if mode is None:
             return Payload(None, (), ())  # ZLUDA replaces this file: it is never loaded

@@ -7,8 +7,10 @@ structure is bounds checked and every loop is capped, so hostile input ends in
 """
 from __future__ import annotations
 
+import contextlib
 import struct
 from bisect import bisect_right
+from collections.abc import Iterable
 
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
 from cuda4amd.scan.read.binview import MAX_STRING, BinView, MalformedBinary, decode
@@ -146,17 +148,15 @@ class PEImage:
             name = decode(raw)
             if raw[:1] == b"/" and strtab is not None and raw[1:].isdigit():
                 idx = int(raw[1:])
-                try:
+                with contextlib.suppress(MalformedBinary):  # keep the raw "/N" when the string table is broken
                     name = self.v.cstr(strtab + idx, "long section name")
-                except MalformedBinary:
-                    pass  # keep the raw "/N" when the string table is broken
             out.append(Section(name, va, vsize, rptr, rsize))
         return tuple(out)
 
     # -- imports ------------------------------------------------------------------
 
     def _thunks(self, rva: int, what: str, base: int, budget: list[int],
-                forbid: tuple[int, int, str]):
+                forbid: tuple[int, int, str]) -> tuple[list[str], list[int]]:
         """Names and ordinals from a thunk array at ``rva``, in table order.
 
         ``base`` is the image base for old VA-based delay-import tables (the
@@ -269,7 +269,7 @@ class PEImage:
     # -- exports ------------------------------------------------------------------
 
     def exports(self) -> tuple[str, ...]:
-        rva, size = self.dir(DIR_EXPORT)
+        rva, _size = self.dir(DIR_EXPORT)
         if rva == 0:
             return ()
         off = self.rva_to_offset(rva, "export directory")
@@ -286,7 +286,7 @@ class PEImage:
             (r for (r,) in v.iter_unpack("I", tab, nnames, "export name pointer table")),
             0, "exported name"))
 
-    def _names_at(self, rvas, skip: int, what: str) -> list[str]:
+    def _names_at(self, rvas: Iterable[int], skip: int, what: str) -> list[str]:
         """C strings at each RVA (+``skip`` bytes): the hot loop, kept lean.
 
         Same checks as ``rva_to_offset`` + ``BinView.cstr``, with the section
