@@ -23,7 +23,7 @@ from cuda4amd.report.escape import visible
 from cuda4amd.scan.pipeline import ScanOptions
 
 if TYPE_CHECKING:
-    from cuda4amd.fix.plan import Plan
+    from cuda4amd.fix.plan.model import Plan
 
 __all__ = ["FAILING", "SCHEMA", "VerifyReport", "can_run_here", "probe_names", "verify_fixed"]
 
