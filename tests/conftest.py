@@ -7,7 +7,7 @@ import pytest
 
 REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
-SHARED_DATA = REPO.parent / "shared" / "data"
+SHARED_DATA = FIXTURES / "reference"  # a copy of the workplace's reference tables, with provenance
 
 sys.path.insert(0, str(Path(__file__).parent))
 

@@ -19,7 +19,7 @@ from cuda4amd.rules.gpus import (
 from cuda4amd.rules.loader import RulesError, shipped_rules_dir
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = REPO.parent / "shared" / "data"
+DATA = REPO / "fixtures" / "reference"
 SHIPPED = REPO / "rules" / "gpus.toml"
 
 

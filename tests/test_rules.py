@@ -1,8 +1,8 @@
 """Tests of the rule files (rules/**) and their loader (cuda4amd.rules.loader).
 
 The agreement tests compare the shipped TOML with the reference tables in
-../shared/data (located relative to this repo); they are skipped with a
-message when that folder is absent.
+fixtures/reference (a copy of the workplace's reference data, with its
+provenance in fixtures/reference/PROVENANCE.md).
 """
 from __future__ import annotations
 
@@ -27,7 +27,7 @@ from cuda4amd.rules.loader import (
 )
 
 REPO = Path(__file__).resolve().parents[1]
-DATA = Path(__file__).resolve().parents[2] / "shared" / "data"
+DATA = REPO / "fixtures" / "reference"
 SKIPPED_TSV_FAMILIES = {"driver_api_32bit", "cub_thrust_cucomplex"}
 BORING_DETAILS = {
     "implemented",
@@ -49,7 +49,7 @@ def rules() -> RuleSet:
 @pytest.fixture(scope="module")
 def data() -> Path:
     if not (DATA / "nvidia-libraries.tsv").is_file():
-        pytest.skip(f"shared reference data not found at {DATA} (expected ../shared/data next to the repo)")
+        pytest.skip(f"shared reference data not found at {DATA} (fixtures/reference)")
     return DATA
 
 

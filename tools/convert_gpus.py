@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate cuda4amd's GPU profiles (rules/gpus.toml) from the shared table.
 
-    python tools/convert_gpus.py [--data ../shared/data] [--out rules/gpus.toml]
+    python tools/convert_gpus.py [--data fixtures/reference] [--out rules/gpus.toml]
 
 Reads ``gpu-profiles.tsv`` (one row per AMD ``gfx`` target) and merges the
 editorial table below (marketing names to match Windows display-adapter names,
@@ -301,8 +301,8 @@ def convert(data: Path) -> str:
 def main(argv: list[str] | None = None) -> int:
     repo = Path(__file__).resolve().parents[1]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=repo.parent / "shared" / "data",
-                    help="shared data folder (default: ../shared/data next to the repo)")
+    ap.add_argument("--data", type=Path, default=repo / "fixtures" / "reference",
+                    help="shared data folder (default: fixtures/reference)")
     ap.add_argument("--out", type=Path, default=repo / "rules" / "gpus.toml",
                     help="file to write (default: the repo's rules/gpus.toml)")
     args = ap.parse_args(argv)

@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
 """Regenerate cuda4amd's rule files (TOML) from the shared reference tables.
 
-    python tools/convert_rules.py [--data ../shared/data] [--out rules]
+    python tools/convert_rules.py [--data fixtures/reference] [--out rules]
 
 Writes, deterministically (sorted, no timestamps):
 
@@ -742,8 +742,8 @@ def convert(data: Path, out: Path) -> list[Path]:
 def main(argv: list[str] | None = None) -> int:
     repo = Path(__file__).resolve().parents[1]
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--data", type=Path, default=repo.parent / "shared" / "data",
-                    help="shared data folder (default: ../shared/data next to the repo)")
+    ap.add_argument("--data", type=Path, default=repo / "fixtures" / "reference",
+                    help="shared data folder (default: fixtures/reference)")
     ap.add_argument("--out", type=Path, default=repo / "rules",
                     help="rules folder to write (default: the repo's rules/)")
     args = ap.parse_args(argv)

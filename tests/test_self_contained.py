@@ -1,0 +1,31 @@
+"""The tests read nothing outside this repository (the reference tables live in fixtures/reference/)."""
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+TESTS = Path(__file__).resolve().parent
+REPO = TESTS.parent
+
+# paths built above the repository root: `REPO.parent`, `../shared`, `"shared" / "data"`, or `parents[N]` of a
+# file N or more folders below the root
+ABOVE = re.compile(r"REPO\.parent\b|\.\./shared|\"shared\" / \"data\"")
+PARENTS = re.compile(r"__file__\)\.resolve\(\)\.parents\[(\d+)\]")
+
+
+def test_no_test_builds_a_path_outside_the_repository() -> None:
+    offenders = []
+    for path in sorted(TESTS.rglob("*.py")):
+        if path == Path(__file__).resolve():
+            continue
+        depth = len(path.relative_to(REPO).parts)  # tests/x.py: parents[1] is the root, parents[2] above it
+        for number, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+            if ABOVE.search(line) or any(int(n) >= depth for n in PARENTS.findall(line)):
+                offenders.append(f"{path.relative_to(REPO)}:{number}")
+    assert offenders == []
+
+
+def test_the_reference_tables_are_here() -> None:
+    reference = REPO / "fixtures" / "reference"
+    assert (reference / "PROVENANCE.md").is_file()
+    assert sorted(p.name for p in (reference / "zluda").glob("zluda-*-functions.tsv"))
