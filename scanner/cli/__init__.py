@@ -9,13 +9,15 @@ so `cuda4amd --help` starts fast.
 from __future__ import annotations
 
 import gc
+import os
 import sys
+from collections.abc import Sequence
 from typing import Any
 
 import click
 
 from cuda4amd import __version__
-from cuda4amd.cli.output import COMMAND_LINE, EXIT_INTERRUPTED
+from cuda4amd.cli.output import COMMAND_LINE, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
 
 #: allocations between two runs of the youngest generation's collection (CPython's default: 700)
 GC_ALLOCATIONS = 200_000
@@ -74,12 +76,56 @@ class _Cuda4amd(click.Group):
         threshold = gc.get_threshold()
         gc.set_threshold(*GC_THRESHOLD)
         try:
-            return super().invoke(ctx)
-        except KeyboardInterrupt:
-            click.echo("\ncuda4amd: interrupted", err=True)
-            raise click.exceptions.Exit(EXIT_INTERRUPTED) from None
+            try:
+                return super().invoke(ctx)
+            finally:
+                sys.stdout.flush()  # here, where a closed pipe can still be told apart from a bug
+        except BrokenPipeError:
+            # the reader went away (`cuda4amd scan x | head -2`): end as git does, with 128 + SIGPIPE; the
+            # streams are pointed at devnull so that flushing them at exit does not fail a second time
+            _quiet_streams()
+            raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
         finally:
             gc.set_threshold(*threshold)
+
+    def main(self, args: Sequence[str] | None = None, prog_name: str | None = None,
+             complete_var: str | None = None, standalone_mode: bool = True, **extra: Any) -> Any:
+        """click's main, except that Ctrl-C is exit status 130 wherever it comes: in a command, or while
+        the options are parsed and the command's modules imported (click's own handling says `Aborted!`
+        and exits 1 there, core.py `Command.main`)."""
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+        try:
+            try:
+                status = super().main(args, prog_name, complete_var, standalone_mode=False, **extra)
+            except click.exceptions.Abort as abort:
+                if not isinstance(abort.__cause__, KeyboardInterrupt):
+                    raise
+                raise KeyboardInterrupt from None
+        except KeyboardInterrupt:
+            click.echo("\ncuda4amd: interrupted", err=True)
+            sys.exit(EXIT_INTERRUPTED)
+        except click.exceptions.Abort:
+            click.echo("Aborted!", err=True)
+            sys.exit(1)
+        except click.ClickException as error:
+            error.show()
+            sys.exit(error.exit_code)
+        # with standalone_mode off click returns what ends the command: an exit status (ctx.exit, click's
+        # Exit) or the callback's value, which is None for every command here
+        sys.exit(status if isinstance(status, int) else 0)
+
+
+def _quiet_streams() -> None:
+    """Standard output and error to devnull, after the reader of a pipe has gone (the Python docs'
+    "Note on SIGPIPE", library/signal.html)."""
+    devnull = os.open(os.devnull, os.O_WRONLY)
+    for stream in (sys.stdout, sys.stderr):
+        try:
+            os.dup2(devnull, stream.fileno())
+        except (OSError, ValueError):  # not a real file (a test runner's buffer)
+            pass
+    os.close(devnull)
 
 
 def entry_point() -> None:

@@ -23,6 +23,7 @@ CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
+EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of standard output went away, as git reports it
 STDOUT = "-"
 COMMAND_LINE = "cuda4amd.command_line"  # click Context.meta key: the arguments as typed
 

@@ -73,7 +73,14 @@ def terminal(file: IO[str] | None = None, *, color: str = "auto", stderr: bool =
         options.update(force_terminal=True, no_color=False)
     elif color == "never":
         options.update(no_color=True, color_system=None)
-    return Console(**options)
+
+    class PipeAwareConsole(Console):
+        def on_broken_pipe(self) -> None:
+            # rich's default ends the process with status 1, which docs/exit-status.md keeps for a bug: raise
+            # the error instead, for the command line to end with 141 as git does (cli/__init__.py)
+            raise BrokenPipeError
+
+    return PipeAwareConsole(**options)
 
 
 def render(document: dict, *, verbose: bool = False, color: bool = False, width: int = 120, quiet: bool = False) -> str:
