@@ -17,7 +17,7 @@ from typing import Any
 import click
 
 from cuda4amd import __version__
-from cuda4amd.cli.output import COMMAND_LINE, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED
+from cuda4amd.cli.output import COMMAND_LINE, EXIT_BROKEN_PIPE, EXIT_INTERRUPTED, EXIT_USAGE
 
 #: allocations between two runs of the youngest generation's collection (CPython's default: 700)
 GC_ALLOCATIONS = 200_000
@@ -85,6 +85,12 @@ class _Cuda4amd(click.Group):
             # streams are pointed at devnull so that flushing them at exit does not fail a second time
             _quiet_streams()
             raise click.exceptions.Exit(EXIT_BROKEN_PIPE) from None
+        except PermissionError as error:
+            # a file or folder this user may not read or write (a target of mode 000, its .cuda4amd/, an -o
+            # file): an input error the user can act on, not a bug; the commands that change files roll back
+            # or journal before it comes here (fix/apply.py)
+            click.echo(f"cuda4amd: {error.filename or 'a file'}: permission denied", err=True)
+            raise click.exceptions.Exit(EXIT_USAGE) from None
         finally:
             gc.set_threshold(*threshold)
 

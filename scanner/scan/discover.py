@@ -12,6 +12,7 @@ walk goes on.
 from __future__ import annotations
 
 import array
+import errno
 import lzma
 import os
 import posixpath
@@ -129,7 +130,16 @@ _WINDOWS_DRIVE = re.compile(r"^([A-Za-z]):[\\/](.*)$")
 
 def resolve_target(text: str) -> Target:
     """Turn what the user typed into a Target; Windows-style paths are accepted."""
-    path = _locate(text.strip().strip('"'))
+    if not text.strip().strip('"'):
+        # an empty argument (`scan ""`, an unset shell variable) would otherwise be the current folder
+        raise TargetError("the target is empty: name a folder, a file or an archive")
+    try:
+        return _target_at(_locate(text.strip().strip('"')), text)
+    except PermissionError:
+        raise TargetError(f"{text}: permission denied") from None
+
+
+def _target_at(path: Path, text: str) -> Target:
     if path.is_dir():
         if (path / "pyvenv.cfg").is_file():
             roots = _venv_site_packages(path)
@@ -173,7 +183,18 @@ def _locate(text: str) -> Path:
         unix = Path(*re.split(r"[\\/]+", text)).expanduser()
         if unix.exists():
             return unix
+    if _is_link_loop(candidate):
+        raise TargetError(f"{text}: symbolic link loop")
     raise TargetError(f"{text}: no such file or folder")
+
+
+def _is_link_loop(path: Path) -> bool:
+    """Whether resolving `path` fails with ELOOP (Path.exists says False for a loop, as for a missing file)."""
+    try:
+        os.stat(path)
+    except OSError as error:
+        return error.errno == errno.ELOOP
+    return False
 
 
 def _venv_site_packages(venv: Path) -> list[Path]:
