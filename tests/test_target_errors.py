@@ -1,6 +1,7 @@
 """A target the command cannot use is one line and exit 2, never a traceback (docs/exit-status.md)."""
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -52,3 +53,12 @@ def test_a_link_loop_is_named_as_one(tmp_path: Path):
     done = cuda4amd("scan", str(tmp_path / "a"))
     assert done.returncode == 2
     assert done.stderr.endswith(": symbolic link loop\n")
+
+
+def test_an_empty_file_named_like_a_library_is_listed_as_unread(tmp_path: Path):
+    for name in ("a.dll", "b.so", "c.so.12", "d.pyd", "notes.txt"):
+        (tmp_path / name).write_bytes(b"")
+    done = cuda4amd("scan", str(tmp_path), "--format", "json", "-o", "-", "--host", "none")
+    errors = {e["path"]: e["message"] for e in json.loads(done.stdout)["errors"]}
+    assert sorted(errors) == ["a.dll", "b.so", "c.so.12", "d.pyd"]
+    assert all("empty file" in message for message in errors.values())

@@ -639,6 +639,10 @@ def _sniff_path(path: str) -> tuple[str | None, str | None]:
     return kind, error
 
 
+#: the names of files a loader maps: Windows' executable images and Linux's shared objects (libx.so.1.2)
+_LIBRARY_NAME = re.compile(r"\.(dll|exe|pyd|sys)$|\.so(\.\d+)*$", re.IGNORECASE)
+
+
 def _sniff(path: str | Path) -> tuple[str | None, str | None, int]:
     """(kind or None, error or None, size) of the file at ``path``, from its first bytes."""
     try:
@@ -646,6 +650,10 @@ def _sniff(path: str | Path) -> tuple[str | None, str | None, int]:
         try:
             # the DOS header, and where it points, with plain reads: no file object per file
             head = os.read(fd, 0x40)
+            if not head and _LIBRARY_NAME.search(os.fspath(path)):
+                # named as the loader would load it, and nothing in it: LoadLibrary fails with
+                # ERROR_BAD_EXE_FORMAT, dlopen with "file too short" (glibc elf/dl-load.c); unread, not no-CUDA
+                return None, "empty file (0 bytes) named like a library: no loader can map it", 0
             kind = sniff(head)
             if kind is None and head[:2] == b"MZ":  # e_lfanew beyond the first bytes, or a short file
                 with os.fdopen(os.dup(fd), "rb", buffering=0) as handle:
