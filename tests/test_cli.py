@@ -92,13 +92,15 @@ def test_corrupt_files_are_errors_and_the_scan_finishes():
         "bad_import_rva.dll",
         "bad_lfanew.dll",
         "bad_shoff.so",
+        "empty.dll",  # named like a library, 0 bytes: unread (discover), not passed over
         "import_loop.dll",
         "truncated.so",
         "truncated_header.dll",
         "truncated_imports.dll",
     }
-    assert document["binaries"] == []  # dos_only.exe, empty.dll, text.dll are not binaries
-    assert all(e["stage"] == "read" and e["message"] for e in errors.values())
+    assert document["binaries"] == []  # dos_only.exe and text.dll are not binaries
+    assert all(e["stage"] == ("discover" if path == "empty.dll" else "read") and e["message"]
+               for path, e in errors.items())
     assert document["summary"]["errors"] == len(errors)
 
 
