@@ -9,7 +9,7 @@ import sys
 
 import click
 
-from cuda4amd.cli.output import STDOUT, color_option, output_format, quiet_option, write
+from cuda4amd.cli.output import STDOUT, color_option, output_format, quiet_option, verbosity, write
 
 DOCTOR_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".txt": "console"}
 
@@ -46,6 +46,7 @@ def doctor(fmt: str | None, output: str | None, target: str | None, verbose: boo
     from cuda4amd.report.console import terminal
     from cuda4amd.rules.loader import RulesError, load_rules
 
+    verbosity(quiet, verbose)
     fmt = output_format(fmt, output, DOCTOR_EXTENSIONS)
     try:
         rules = load_rules()

@@ -71,13 +71,23 @@ def output_format(fmt: str | None, output: str | None, extensions: dict[str, str
     from cuda4amd.report import EXTENSIONS
 
     known_extensions = EXTENSIONS if extensions is None else extensions
-    if fmt is None and output and output != STDOUT:
-        fmt = known_extensions.get(Path(output).suffix.lower())
-        if fmt is None:
+    if output and output != STDOUT:
+        named = known_extensions.get(Path(output).suffix.lower())
+        if fmt is None and named is None:
             known = ", ".join(sorted(known_extensions))
             raise click.UsageError(f"cannot tell the format from {output!r}: use {known} (or - for stdout), "
                                    "or --format")
+        if fmt is not None and named is not None and named != fmt:
+            # allowed (a pipeline may want JSON in a .txt), but never silently
+            click.echo(f"cuda4amd: warning: writing {fmt} into {output}, whose extension says {named}", err=True)
+        fmt = fmt or named
     return fmt or default
+
+
+def verbosity(quiet: bool, verbose: bool) -> None:
+    """-q and -v together: a usage error, not one of them silently winning."""
+    if quiet and verbose:
+        raise click.UsageError("-q/--quiet and -v/--verbose contradict each other: give one")
 
 
 def graph_format_option(graph_file: str | None) -> str | None:

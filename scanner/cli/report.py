@@ -19,6 +19,7 @@ from cuda4amd.cli.output import (
     graph_format_option,
     output_format,
     quiet_option,
+    verbosity,
     write,
 )
 from cuda4amd.report import FORMATS
@@ -27,7 +28,7 @@ if TYPE_CHECKING:
     import networkx as nx
 
 
-DIFF_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "text"}
+DIFF_EXTENSIONS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".txt": "console"}
 EXIT_DIFFERENT = 1  # diff --exit-code: the verdicts changed, as `git diff --exit-code` says "differences"
 
 
@@ -59,6 +60,7 @@ def report(saved: str, fmt: str | None, output: str | None, graph_file: str | No
 
     Exit status as for scan: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
     """
+    verbosity(quiet, verbose)
     fmt = output_format(fmt, output)
     graph_format_option(graph_file)
     document = _load(saved)
@@ -82,8 +84,8 @@ def report(saved: str, fmt: str | None, output: str | None, graph_file: str | No
 @click.command("diff")
 @click.argument("before", metavar="BEFORE", type=click.Path(dir_okay=False, allow_dash=True))
 @click.argument("after", metavar="AFTER", type=click.Path(dir_okay=False, allow_dash=True))
-@click.option("--format", "fmt", type=click.Choice(["text", "markdown", "json"]),
-              help="Output format (default: from -o's extension, else text).")
+@click.option("--format", "fmt", type=click.Choice(["console", "markdown", "json"]),
+              help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False, allow_dash=True),
               help="Write the differences to FILE (.txt, .md or .json; - for stdout).")
 @click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names.")
@@ -102,7 +104,8 @@ def diff(before: str, after: str, fmt: str | None, output: str | None, no_redact
     """
     from cuda4amd.report.diff import RENDERERS, compare, verdicts_changed
 
-    fmt = output_format(fmt, output, DIFF_EXTENSIONS, default="text")
+    verbosity(quiet, verbose)
+    fmt = output_format(fmt, output, DIFF_EXTENSIONS, default="console")
     if before == STDOUT and after == STDOUT:
         raise click.UsageError("only one of BEFORE and AFTER can be - (stdin)")
     first, second = _load(before), _load(after)
@@ -115,8 +118,9 @@ def diff(before: str, after: str, fmt: str | None, output: str | None, no_redact
     names = {"names": 1_000_000} if verbose else {}
 
     def shown(name: str) -> str:
-        return RENDERERS[name](differences, **names) if name != "json" else RENDERERS[name](differences)
-    if quiet and fmt == "text" and (not output or output == STDOUT):
+        renderer = RENDERERS["text" if name == "console" else name]  # the console's text, as scan's
+        return renderer(differences, **names) if name != "json" else renderer(differences)
+    if quiet and fmt == "console" and (not output or output == STDOUT):
         text = RENDERERS["text"](differences).splitlines()
         click.echo(text[-1] if not differences["changed"] else differences_line(differences))
     elif output and output != STDOUT:

@@ -18,6 +18,7 @@ from cuda4amd.cli.output import (
     output_format,
     quiet_option,
     rules_error_text,
+    verbosity,
 )
 from cuda4amd.report import FORMATS
 
@@ -115,6 +116,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
     with --fix, the fix's status (docs/exit-status.md).
     """
+    verbosity(quiet, verbose)
     fmt = output_format(fmt, output)
     graph_format_option(graph_file)
     if not fix and (dry_run or yes or zluda_path or sha256 or launcher_dir or mode != "launcher"):
