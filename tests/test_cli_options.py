@@ -44,3 +44,13 @@ def test_diff_calls_its_plain_format_console_as_scan_and_report_do(tmp_path):
     assert run("diff", SAVED, SAVED, "--format", "console").exit_code == 0
     refused = run("diff", SAVED, SAVED, "--format", "text")
     assert refused.exit_code == 2 and "'console'" in refused.output
+
+
+def test_the_lief_engine_prints_nothing_on_stderr():
+    # nanobind's leak report at exit (lief 1.0 with the command line's gc.freeze) was 32 lines of it
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "cuda4amd", "scan", str(DEMO), "--engine", "lief", "-q",
+                           "--host", "none"], capture_output=True, text=True, timeout=300)
+    assert done.returncode == 3 and done.stderr == ""
