@@ -56,15 +56,21 @@ def doctor(fmt: str | None, output: str | None, target: str | None, verbose: boo
         click.echo(f"cuda4amd: {exc.message}", err=True)
         sys.exit(2)
     probes = None
+    probe_lines: list[str] = []  # said after the verdict
     if run_probes:
         from cuda4amd.evidence.machine import machine_probes
         from cuda4amd.evidence.record import probe_document
         from cuda4amd.report.escape import visible
 
-        through, zluda, outcomes = machine_probes(report, limit=timeout, progress=lambda o: click.echo(
-            f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}",
-            err=fmt == "json" and not output))
+        through, zluda, outcomes = machine_probes(report, limit=timeout)
         probes = probe_document(outcomes, through=through, zluda=zluda)
+        details = {(o.status, o.detail) for o in outcomes}
+        if len(outcomes) > 1 and len(details) == 1 and outcomes[0].status == "unsupported":
+            # every probe stopped where the first did (no AMD GPU, no driver to load): that, once
+            probe_lines = [f"probes skipped: {visible(outcomes[0].detail)}"]
+        else:
+            probe_lines = [f"probe {o.family:<10} {o.status:<11} {o.seconds:6.2f}s  {visible(o.detail)}"
+                           for o in outcomes]
     if fmt == "json":
         document = doctor_document(report, ready)
         if probes is not None:
@@ -83,3 +89,5 @@ def doctor(fmt: str | None, output: str | None, target: str | None, verbose: boo
         show(terminal(color=color), report, ready, quiet=quiet, verbose=verbose)
     else:
         click.echo(text, nl=False)
+    for line in probe_lines:
+        click.echo(line, err=fmt == "json" and not output)

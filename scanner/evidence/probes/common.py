@@ -121,14 +121,17 @@ def arguments(family: str, argv: Sequence[str] | None = None) -> argparse.Namesp
 
 def load(names: Sequence[str], what: str) -> tuple[ctypes.CDLL, str]:
     """The first of `names` that loads, and its name; Unloadable if none."""
-    errors = []
+    tried: dict[str, list[str]] = {}  # why -> the names that failed so: one reason, said once
     loader = ctypes.WinDLL if os.name == "nt" else ctypes.CDLL  # type: ignore[attr-defined]
     for name in names:
         try:
             return loader(name), name
         except OSError as exc:
-            errors.append(f"{name}: {exc}")
-    raise Unloadable(f"cannot load {what} ({'; '.join(errors) or 'no name given'})")
+            # dlopen's message starts with the name ("libcuda.so.1: cannot open …"), Windows' does not
+            why = str(exc).removeprefix(f"{name}: ")
+            tried.setdefault(why, []).append(name)
+    said = "; ".join(f"{', '.join(failed)}: {why}" for why, failed in tried.items())
+    raise Unloadable(f"cannot load {what} ({said or 'no name given'})")
 
 
 def function(lib: ctypes.CDLL, name: str, restype: type[ctypes._SimpleCData[Any]] = ctypes.c_int) -> Callable[..., int]:
