@@ -54,3 +54,12 @@ def test_the_lief_engine_prints_nothing_on_stderr():
     done = subprocess.run([sys.executable, "-m", "cuda4amd", "scan", str(DEMO), "--engine", "lief", "-q",
                            "--host", "none"], capture_output=True, text=True, timeout=300)
     assert done.returncode == 3 and done.stderr == ""
+
+
+def test_exit_zero_reports_without_failing_on_the_verdict():
+    assert run("scan", DEMO, "--host", "none", "-q").exit_code == 3  # partial
+    assert run("scan", DEMO, "--host", "none", "-q", "--exit-zero").exit_code == 0
+    assert run("report", SAVED, "-q", "--exit-zero").exit_code == 0
+    assert run("scan", FIXTURES / "no-such-folder", "--exit-zero").exit_code == 2  # an input error still is
+    refused = run("scan", DEMO, "--fix", "--exit-zero")
+    assert refused.exit_code == 2 and "--exit-zero does not go with --fix" in refused.output

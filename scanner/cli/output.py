@@ -61,6 +61,17 @@ def color_option(function: CommandFunction) -> CommandFunction:
                         help="Colour on the console: auto follows the terminal, NO_COLOR and FORCE_COLOR.")(function)
 
 
+def exit_zero_option(function: CommandFunction) -> CommandFunction:
+    """--exit-zero (ruff's name): the report without failing a CI job on `partial` or `blocked`."""
+    return click.option("--exit-zero", is_flag=True,
+                        help="Exit 0 whatever the verdict (usage and input errors still exit 2).")(function)
+
+
+def verdict_status(verdict: object, exit_zero: bool = False) -> int:
+    """The exit status for a verdict (docs/exit-status.md); 0 for any with --exit-zero."""
+    return 0 if exit_zero else EXIT_FOR_VERDICT.get(str(verdict), 0)
+
+
 def quiet_option(function: CommandFunction) -> CommandFunction:
     return click.option("-q", "--quiet", is_flag=True, help="Print the verdict line only.")(function)
 

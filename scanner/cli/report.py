@@ -11,15 +11,16 @@ from typing import TYPE_CHECKING
 import click
 
 from cuda4amd.cli.output import (
-    EXIT_FOR_VERDICT,
     STDOUT,
     color_option,
     emit,
+    exit_zero_option,
     fail,
     graph_format_option,
     output_format,
     quiet_option,
     verbosity,
+    verdict_status,
     write,
 )
 from cuda4amd.report import FORMATS
@@ -54,8 +55,9 @@ def _load(path: str) -> dict:
 @click.option("-v", "--verbose", is_flag=True, help="Console: show each binary's CUDA dependencies.")
 @quiet_option
 @color_option
+@exit_zero_option
 def report(saved: str, fmt: str | None, output: str | None, graph_file: str | None, no_redact: bool, verbose: bool,
-           quiet: bool, color: str) -> None:
+           quiet: bool, color: str, exit_zero: bool) -> None:
     """Render a saved report (`cuda4amd scan -o scan.json` or `.toml`; `-` reads stdin) again, without re-scanning.
 
     Exit status as for scan: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error.
@@ -78,7 +80,7 @@ def report(saved: str, fmt: str | None, output: str | None, graph_file: str | No
 
     emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose,
          quiet=quiet, color=color)
-    sys.exit(EXIT_FOR_VERDICT.get(str(document.get("verdict")), 0))
+    sys.exit(verdict_status(document.get("verdict"), exit_zero))
 
 
 @click.command("diff")

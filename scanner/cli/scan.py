@@ -9,16 +9,17 @@ from typing import TYPE_CHECKING
 import click
 
 from cuda4amd.cli.output import (
-    EXIT_FOR_VERDICT,
     color_option,
     command_line,
     emit,
+    exit_zero_option,
     fail,
     graph_format_option,
     output_format,
     quiet_option,
     rules_error_text,
     verbosity,
+    verdict_status,
 )
 from cuda4amd.report import FORMATS
 
@@ -95,6 +96,7 @@ class ReleaseOption(click.Option):
               help="Show each binary's CUDA dependencies and its stub or missing functions.")
 @quiet_option
 @color_option
+@exit_zero_option
 @click.option("--fix", is_flag=True,
               help="Then install and link ZLUDA for what can run (shows the plan and asks first; see docs/fix.md).")
 @click.option("--dry-run", is_flag=True, help="With --fix: show the plan only.")
@@ -110,7 +112,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
          zluda_release: str | None, engine: str, search_paths: tuple[str, ...], rule_dirs: tuple[str, ...],
          follow_links: bool, host: str, jobs: int | None, no_cache: bool, verbose: bool, quiet: bool, color: str,
          fix: bool, dry_run: bool, yes: bool, mode: str, zluda_path: str | None, sha256: str | None,
-         launcher_dir: str | None) -> None:
+         launcher_dir: str | None, exit_zero: bool) -> None:
     """Scan TARGET (a folder, a venv, a binary, or a .whl/.zip) and give the verdict.
 
     Exit status: 0 ready or no CUDA, 3 partial, 4 blocked, 2 usage or input error;
@@ -121,6 +123,8 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
     graph_format_option(graph_file)
     if not fix and (dry_run or yes or zluda_path or sha256 or launcher_dir or mode != "launcher"):
         raise click.UsageError("--dry-run, --yes, --mode, --zluda, --sha256 and --launchers go with --fix")
+    if fix and exit_zero:
+        raise click.UsageError("--exit-zero does not go with --fix: the status is the fix's (docs/exit-status.md)")
     from contextlib import nullcontext
 
     from cuda4amd.scan.walk_ahead import WalkAhead
@@ -175,7 +179,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
     emit(document, shared, fmt=fmt, output=output, graph_file=graph_file, make_graph=make_graph, verbose=verbose,
          quiet=quiet, color=color)
     if not fix:
-        sys.exit(EXIT_FOR_VERDICT[result.verdict])
+        sys.exit(verdict_status(result.verdict, exit_zero))
 
     from cuda4amd.cli.progress import download_bar
     from cuda4amd.fix.apply import fix_target
