@@ -26,9 +26,11 @@ if TYPE_CHECKING:
 STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow"}
 COLOR_CHOICES = ("auto", "always", "never")
 
-#: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape)
+#: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape). Rich lays tables
+#: out by the symbols' cells before they are replaced, so a symbol that can sit in a table cell is replaced
+#: by one character: `->` for → made every advice row of a cp1252 console one column too wide
 ASCII_FALLBACK = {
-    "→": "->", "←": "<-", "✓": "+", "✗": "x", "·": "-", "—": "--", "\N{EN DASH}": "-", "…": "...",
+    "→": ">", "←": "<", "✓": "+", "✗": "x", "·": "-", "—": "--", "\N{EN DASH}": "-", "…": "...",
     "\N{MULTIPLICATION SIGN}": "x", "\N{MINUS SIGN}": "-", "≥": ">=", "≤": "<=",
     "\N{LEFT SINGLE QUOTATION MARK}": "'", "\N{RIGHT SINGLE QUOTATION MARK}": "'", "“": '"', "”": '"', "•": "*",
 }
