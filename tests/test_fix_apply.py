@@ -301,6 +301,11 @@ def test_run_refuses_a_windows_link_here(rules, tmp_path, fix_cache):
     res = CliRunner().invoke(main, ["run", "--print-env", str(tool / "tool.exe"), "--", "-x"])
     assert res.exit_code == 0
     assert ".cuda4amd/zluda/zluda.exe -- " in res.output.replace("\\", "/") and "HIP_PATH=" in res.output
+    # run's options after PROGRAM, before `--`, are run's; after `--` they are the program's
+    after = CliRunner().invoke(main, ["run", str(tool / "tool.exe"), "--print-env", "--target", str(tool), "--", "-x"])
+    assert after.exit_code == 0 and after.output == res.output
+    passed = CliRunner().invoke(main, ["run", "--print-env", str(tool / "tool.exe"), "--", "--print-env"])
+    assert passed.exit_code == 0 and passed.output.rstrip().endswith("--print-env")
     if os.name != "nt":
         res = CliRunner().invoke(main, ["run", str(tool / "tool.exe")])
         assert res.exit_code == 2 and "fixed for Windows" in res.output

@@ -38,14 +38,15 @@ def run(target: str | None, print_env: bool, program: str, args: tuple[str, ...]
 
     Sets the plan's environment (HIP_PATH, PATH / LD_LIBRARY_PATH, LD_AUDIT,
     framework switches), starts PROGRAM through zluda.exe on Windows, and
-    exits with PROGRAM's exit status. Put ARGS after `--`:
+    exits with PROGRAM's exit status. run's options may come before or after
+    PROGRAM; put PROGRAM's own ARGS after `--`:
 
         cuda4amd run C:\\Apps\\Tool\\tool.exe -- --input x.png
     """
     from cuda4amd.fix.plan.model import FIX_DIR, JOURNAL_NAME
     from cuda4amd.fix.run import RunError, find_fixed_root, run_program
 
-    rest = list(args[1:] if args and args[0] == "--" else args)
+    target, print_env, rest = _own_options_before_dashes(list(args), target, print_env)
     path = locate(program)
     if target is not None:
         root = locate(target)
@@ -61,6 +62,27 @@ def run(target: str | None, print_env: bool, program: str, args: tuple[str, ...]
     except RunError as exc:
         raise click.UsageError(str(exc)) from None
     sys.exit(code)
+
+
+def _own_options_before_dashes(args: list[str], target: str | None,
+                               print_env: bool) -> tuple[str | None, bool, list[str]]:
+    """run's own options wherever they stand before `--` (`run tool.exe --print-env`): click stops at
+    PROGRAM so that the program's own options pass through; what follows `--` is always the program's."""
+    head, tail = (args[:args.index("--")], args[args.index("--") + 1:]) if "--" in args else (args, [])
+    kept: list[str] = []
+    words = iter(head)
+    for word in words:
+        if word == "--print-env":
+            print_env = True
+        elif word == "--target":
+            target = next(words, None)
+            if target is None:
+                raise click.UsageError("--target needs a folder")
+        elif word.startswith("--target="):
+            target = word.removeprefix("--target=")
+        else:
+            kept.append(word)
+    return target, print_env, kept + tail
 
 
 @click.command("undo")
