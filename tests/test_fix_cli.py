@@ -45,3 +45,13 @@ def test_this_host_without_amd_gpu_is_refused(tmp_path, fix_cache):
 
 def test_fix_options_need_fix():
     assert invoke("scan", "fixtures/demo/Tool", "--dry-run").exit_code == 2
+
+
+def test_the_plan_is_wrapped_to_the_terminal(tmp_path, fix_cache, monkeypatch):
+    monkeypatch.setenv("COLUMNS", "80")
+    tool = demo_copy(tmp_path)
+    result = invoke("scan", tool, "--host", WIN_HOST, "--fix", "--dry-run", "--zluda", WIN_ZIP, "-q")
+    assert result.exit_code == 0, result.output
+    plan = result.output[result.output.index("cuda4amd fix plan"):].splitlines()
+    # only a word that cannot be broken (a path, a hash) may run past the width
+    assert all(len(line) <= 80 or " " not in line.strip() for line in plan), max(plan, key=len)

@@ -95,6 +95,21 @@ def output_format(fmt: str | None, output: str | None, extensions: dict[str, str
     return fmt or default
 
 
+def echo_to_width(message: str = "", **options: Any) -> None:
+    """click.echo, each line wrapped to the terminal's width (COLUMNS, else the terminal, else 80) with a
+    hanging indent; a word longer than the width (a path) is kept whole, so that it can be copied."""
+    import shutil
+    import textwrap
+
+    width = shutil.get_terminal_size((80, 24)).columns
+    lines = []
+    for line in message.split("\n"):
+        indent = " " * (len(line) - len(line.lstrip(" ")))
+        lines.append(line if len(line) <= width else textwrap.fill(
+            line, width, subsequent_indent=indent + "    ", break_long_words=False, break_on_hyphens=False))
+    click.echo("\n".join(lines), **options)
+
+
 def verbosity(quiet: bool, verbose: bool) -> None:
     """-q and -v together: a usage error, not one of them silently winning."""
     if quiet and verbose:

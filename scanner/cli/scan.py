@@ -11,6 +11,7 @@ import click
 from cuda4amd.cli.output import (
     color_option,
     command_line,
+    echo_to_width,
     emit,
     exit_zero_option,
     fail,
@@ -194,7 +195,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
             dry_run=dry_run,
             assume_yes=yes,
             host=None,
-            echo=click.echo,
+            echo=echo_to_width,
             confirm=None,
             rules=result.rules,
             launcher_dir=launcher_dir,
@@ -204,7 +205,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
     if outcome.status == "applied" and host == "auto" and outcome.plan is not None:
         from cuda4amd.evidence.after_fix import smoke_after_fix
 
-        smoke_after_fix(outcome.plan, echo=click.echo)
+        smoke_after_fix(outcome.plan, echo=echo_to_width)
     sys.exit(outcome.exit_code)
 
 
