@@ -86,7 +86,7 @@ def test_cli_writes_markdown_json_and_csv(tmp_path):
 
 
 def test_csv_cells_never_start_a_formula():
-    matrix = {"levels": [], "skipped": [], "rows": [{"application": "=HYPERLINK(1)", "version": "", "zluda": "",
+    matrix = {"levels": [], "skipped": [], "rows": [{"application": "=HYPERLINK(1)", "version": "", "platform": "", "zluda": "",
                                                      "gfx": "", "verdict": "ready", "evidence": "static",
                                                      "probes": [], "reports": 1}]}
     assert "'=HYPERLINK(1)" in to_csv(matrix) and "\\|" not in to_markdown(matrix)
@@ -107,7 +107,7 @@ def test_hostile_nesting_is_skipped(tmp_path):
 
 def test_list_cells_never_start_a_formula_and_markdown_shows_no_control_characters():
     matrix = {"levels": [], "skipped": [{"source": "x\x1b[2J.json", "reason": "bad"}],
-              "rows": [{"application": "app\x07", "version": "", "zluda": "", "gfx": "", "verdict": "ready",
+              "rows": [{"application": "app\x07", "version": "", "platform": "", "zluda": "", "gfx": "", "verdict": "ready",
                         "evidence": "static", "probes": ["=cmd|x", "pass"], "reports": 1}]}
     assert "'=cmd|x;pass" in to_csv(matrix)
     shown = to_markdown(matrix)
