@@ -98,7 +98,7 @@ def test_doctor_run_and_the_fixed_target(fixed):
     assert result.exit_code == 0, result.output
     doc = json.loads(result.output[result.output.index("{"):])
     outcomes = doc["probes"]["outcomes"]
-    assert [o["family"] for o in outcomes][0] == "driver_api" and all(o["status"] in STATUSES for o in outcomes)
+    assert outcomes[0]["family"] == "driver_api" and all(o["status"] in STATUSES for o in outcomes)
     texts = [c["text"] for c in doc["readiness"]["checks"]]
     assert any("ZLUDA files the fix copied" in t and "unchanged" in t for t in texts)
 

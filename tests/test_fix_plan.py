@@ -210,7 +210,7 @@ def test_windows_launchers_by_content(rules, tmp_path):
 
 def test_launchers_in_another_folder_use_absolute_paths(rules, tmp_path):
     tool = demo_copy(tmp_path)
-    with pytest.raises(PlanError, match="launchers' folder .* does not exist"):
+    with pytest.raises(PlanError, match=r"launchers' folder .* does not exist"):
         plan_for(rules, scan(rules, tool), win_host(), launcher_dir=tmp_path / "launchers")
     (tmp_path / "launchers").mkdir()
     plan = plan_for(rules, scan(rules, tool), win_host(), launcher_dir=tmp_path / "launchers")

@@ -97,7 +97,7 @@ def test_a_journal_with_our_mac_is_still_confined_to_the_target(tmp_path):
     app.mkdir()
     for bad in (str(tmp_path / "precious.txt"), "../precious.txt", "sub/../../precious.txt"):
         planted_journal(app, bad, mac="ours")
-        with pytest.raises(FixDirError, match="outside the target|leaves the target"):
+        with pytest.raises(FixDirError, match=r"outside the target|leaves the target"):
             load_journal(app)
 
 
@@ -202,9 +202,8 @@ def test_a_second_fix_or_undo_is_refused_and_names_the_holder(tmp_path, fix_cach
     assert snapshot(tool) == before
     res = invoke("undo", tool)
     assert res.exit_code == 5 and f"pid {proc.pid}" in res.output
-    with pytest.raises(LockError, match=f"pid {proc.pid}"):
-        with target_lock(tool, "run"):
-            pass
+    with pytest.raises(LockError, match=f"pid {proc.pid}"), target_lock(tool, "run"):
+        pass
     proc.kill()
     proc.wait()
     with target_lock(tool, "run"):  # a killed holder leaves no stale lock

@@ -257,7 +257,7 @@ class ReleaseServer:
         host, port = self.httpd.server_address[:2]
         return f"http://{host}:{port}"
 
-    def __enter__(self) -> "ReleaseServer":
+    def __enter__(self) -> ReleaseServer:
         self.thread.start()
         self.timer.start()
         return self

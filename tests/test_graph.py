@@ -88,7 +88,6 @@ def test_networkx_graph_holds_binaries_and_libraries(rules):
 # ---------------------------------------------------------------------------
 
 def _reference_resolve(binary, name, platform, index, disk, extra, app_folders, target_root, system, reach):
-    import os
     import posixpath
 
     here = posixpath.dirname(binary.path)
@@ -102,24 +101,40 @@ def _reference_resolve(binary, name, platform, index, disk, extra, app_folders, 
             if hit:
                 return hit, how, True, None, None
     else:
-        info = binary.info
-        search = [(p, "rpath") for p in info.rpath] if not info.runpath else []
-        search += [(p, "runpath") for p in info.runpath]
-        for raw, how in search:
-            folder = raw.replace("${ORIGIN}", "$ORIGIN")
-            if folder.startswith("$ORIGIN"):
-                rel = posixpath.normpath(posixpath.join(here, folder[len("$ORIGIN"):].lstrip("/")))
-                hit = index.at(posixpath.join(rel, name) if rel != "." else name, platform) if not rel.startswith("..") else None
-                if hit:
-                    return hit, how, True, None, None
-                if target_root is not None and rel.startswith(".."):
-                    outside = disk.find(os.path.join(target_root, here, folder[len("$ORIGIN"):].lstrip("/")), name, platform)
-                    if outside:
-                        return os.path.normpath(outside), how, False, None, None
-            elif folder.startswith("/"):
-                outside = disk.find(folder, name, platform)
+        found = _reference_elf_search(binary, name, platform, here, index, disk, target_root)
+        if found is not None:
+            return found
+    return _reference_elsewhere(binary, name, platform, index, disk, extra, system, reach)
+
+
+def _reference_elf_search(binary, name, platform, here, index, disk, target_root):
+    """The binary's RPATH (unless it has a RUNPATH) and RUNPATH folders, in order; None when none holds `name`."""
+    import os
+    import posixpath
+
+    info = binary.info
+    search = [(p, "rpath") for p in info.rpath] if not info.runpath else []
+    search += [(p, "runpath") for p in info.runpath]
+    for raw, how in search:
+        folder = raw.replace("${ORIGIN}", "$ORIGIN")
+        if folder.startswith("$ORIGIN"):
+            rel = posixpath.normpath(posixpath.join(here, folder[len("$ORIGIN"):].lstrip("/")))
+            hit = index.at(posixpath.join(rel, name) if rel != "." else name, platform) if not rel.startswith("..") else None
+            if hit:
+                return hit, how, True, None, None
+            if target_root is not None and rel.startswith(".."):
+                outside = disk.find(os.path.join(target_root, here, folder[len("$ORIGIN"):].lstrip("/")), name, platform)
                 if outside:
-                    return outside, how, False, None, None
+                    return os.path.normpath(outside), how, False, None, None
+        elif folder.startswith("/"):
+            outside = disk.find(folder, name, platform)
+            if outside:
+                return outside, how, False, None, None
+    return None
+
+
+def _reference_elsewhere(binary, name, platform, index, disk, extra, system, reach):
+    """Not in the binary's own search folders: a system library, one in a search path, or elsewhere in the tree."""
     kind = system.system_kind(name, platform)
     if kind is not None:
         return None, "system", False, kind, None

@@ -79,7 +79,7 @@ def test_quarantined_and_altered_zluda_files_are_named(rules, tmp_path, fix_cach
     (store / "libcublas.so").unlink()
     cuda = store / "libnvcuda.so"  # what libcuda.so.1 links to in the release
     cuda.write_bytes(b"repaired")
-    missing, changed, checked = changed_files(app)
+    missing, changed, _checked = changed_files(app)
     assert any(m.endswith("libcublas.so") for m in missing) and any(c.endswith(cuda.name) for c in changed)
     [bad] = zluda_file_checks(app)
     assert bad.status == "missing" and "antivirus" in bad.text and "cuda4amd undo" in bad.next_step

@@ -156,7 +156,7 @@ def test_large_targets_stay_under_githubs_limit(copies):
         assert "more binaries left out to keep this report under GitHub's 65,536-character limit" in markdown
         assert re.search(r"… and \d+ more \(\d+ partial\)", markdown)  # packages table
         # binaries with the same deciding reason are one row, their names said once
-        assert "| 600 binaries of 300 packages: app_ready.exe ×300, runtime_user.exe ×300 | **ready** | — |" in markdown
+        assert "| 600 binaries of 300 packages: app_ready.exe ×300, runtime_user.exe ×300 | **ready** | — |" in markdown  # noqa: RUF001 - the report counts with U+00D7
         assert "- **pkg000, pkg001, pkg002 and 297 more packages**: do the thing" in markdown
         assert "Ready (600): " in markdown
         assert html.count("<details>") > 10
@@ -229,7 +229,7 @@ def test_cupy_report_reads_well_on_github(tmp_path):
     assert "Stubs (return NOT_SUPPORTED) in <code>cublas64_12.dll</code> (94): " in html
     assert "CUPY_COMPILE_WITH_PTX=1" in html  # the framework's advice
     (block,) = mermaid_blocks(markdown)
-    nodes, edges = check_mermaid(block)
+    nodes, _edges = check_mermaid(block)
     assert 'l' in "".join(nodes) and len(nodes) <= LEVELS[0].graph_nodes
     assert "51 binaries without CUDA" in markdown
 

@@ -62,14 +62,14 @@ def test_disagreeing_reports_show_each_verdict(tmp_path):
         paths.append(tmp_path / f"r{i}.json")
         paths[-1].write_text(json.dumps(doc))
     [row] = fold(load_reports(paths)[0])["rows"]
-    assert row["verdict"] == f"{a['verdict']} ×2, blocked ×1"
+    assert row["verdict"] == f"{a['verdict']} ×2, blocked ×1"  # noqa: RUF001 - the matrix counts with U+00D7
 
 
 def test_bad_files_are_skipped_with_a_reason(tmp_path):
     (tmp_path / "x.json").write_text("{not json")
     (tmp_path / "y.json").write_text(json.dumps({"schema": "cuda4amd.host/1"}))
     good, skipped = load_reports([tmp_path / "x.json", tmp_path / "y.json"])
-    assert not good and [s["source"].endswith(n) for s, n in zip(skipped, ("x.json", "y.json"))] == [True, True]
+    assert not good and [s["source"].endswith(n) for s, n in zip(skipped, ("x.json", "y.json"), strict=True)] == [True, True]
     result = CliRunner().invoke(main, ["matrix", str(tmp_path / "x.json")])
     assert result.exit_code == 2 and "none of the files" in result.output
 

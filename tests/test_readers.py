@@ -18,6 +18,7 @@ import struct
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import pytest
@@ -84,19 +85,8 @@ def make_elf(*, bits=64, little=True, machine=62, e_type=3, interp=False, needed
         strs.extend(name.encode() + b"\0")
         return off
 
-    dyn = [(1, s(n)) for n in needed]
-    if soname:
-        dyn.append((14, s(soname)))
-    if rpath:
-        dyn.append((15, s(rpath)))
-    if runpath:
-        dyn.append((29, s(runpath)))
-    if bind_now:
-        dyn.append((24, 0))
-    if flags:
-        dyn.append((30, flags))
-    if flags_1:
-        dyn.append((0x6FFFFFFB, flags_1))
+    dyn = _asked_dynamic(s, needed=needed, soname=soname, rpath=rpath, runpath=runpath, bind_now=bind_now,
+                         flags=flags, flags_1=flags_1)
     # Locals first, as the ELF spec wants (sh_info = first non-local).
     symbols = sorted(symbols, key=lambda x: x[2] != 0)
     sym_names = [s(x[0]) for x in symbols]
@@ -116,23 +106,12 @@ def make_elf(*, bits=64, little=True, machine=62, e_type=3, interp=False, needed
     align(8)
     dynsym_off = len(out)
     out += b"\0" * symsz
-    for (_name, defined, bind, typ, _ver), no in zip(symbols, sym_names):
-        info, shndx, value, size = (bind << 4) | typ, (2 if defined else 0), (0x100 if defined else 0), 8
-        if defined == "abs":  # a version-definition marker: ABS, value 0, size 0
-            shndx, value, size = 0xFFF1, 0, 0
-        if bits == 64:
-            out += struct.pack(E + "IBBHQQ", no, info, 0, shndx, value, size)
-        else:
-            out += struct.pack(E + "IIIBBH", no, value, size, info, 0, shndx)
+    out += _symbol_entries(E, bits, symbols, sym_names)
     versym_off = len(out)
     out += struct.pack(E + "H", 0) + b"".join(struct.pack(E + "H", x[4]) for x in symbols)
     align(8)
     verneed_off = len(out)
-    for i, (fo, vers) in enumerate(vn):
-        nxt = 16 + 16 * len(vers) if i < len(vn) - 1 else 0
-        out += struct.pack(E + "HHIII", 1, len(vers), fo, 16, nxt)
-        for j, (vo, idx) in enumerate(vers):
-            out += struct.pack(E + "IHHII", 0, 0, idx, vo, 16 if j < len(vers) - 1 else 0)
+    out += _verneed_entries(E, vn)
     align(8)
     dyn += [(5, dynstr_off), (10, len(strs)), (6, dynsym_off), (11, symsz)]
     if vn:
@@ -169,12 +148,7 @@ def make_elf(*, bits=64, little=True, machine=62, e_type=3, interp=False, needed
     phs = [(1, 0, 0, total, total), (2, dynamic_off, dynamic_off, shstr_off - dynamic_off, shstr_off - dynamic_off)]
     if interp:
         phs.insert(0, (3, interp_off, interp_off, len(interp_str), len(interp_str)))
-    ph = bytearray()
-    for typ, off, va, fs, ms in phs:
-        if bits == 64:
-            ph += struct.pack(E + "IIQQQQQQ", typ, 5, off, va, va, fs, ms, 8)
-        else:
-            ph += struct.pack(E + "IIIIIIII", typ, off, va, va, fs, ms, 5, 8)
+    ph = _program_headers(E, bits, phs)
     out[ehsize : ehsize + len(ph)] = ph
     ident = b"\x7fELF" + bytes([1 if bits == 32 else 2, 1 if little else 2, 1]) + b"\0" * 9
     out[:ehsize] = ident + struct.pack(
@@ -183,12 +157,67 @@ def make_elf(*, bits=64, little=True, machine=62, e_type=3, interp=False, needed
     return bytes(out)
 
 
-CUDA_ELF = dict(
-    needed=["libcuda.so.1", "libfoo.so", "libc.so.6"],
-    soname="libx.so.2",
-    runpath="$ORIGIN:/opt/a",
-    rpath="/r1::/r2",
-    symbols=[
+def _asked_dynamic(s: Callable[[str], int], *, needed: Iterable[str], soname: str | None, rpath: str | None,
+                   runpath: str | None, bind_now: bool, flags: int, flags_1: int) -> list[tuple[int, int]]:
+    """The (tag, value) entries of .dynamic that the caller asked for, names added to the string table by `s`."""
+    dyn = [(1, s(n)) for n in needed]  # DT_NEEDED
+    if soname:
+        dyn.append((14, s(soname)))  # DT_SONAME
+    if rpath:
+        dyn.append((15, s(rpath)))  # DT_RPATH
+    if runpath:
+        dyn.append((29, s(runpath)))  # DT_RUNPATH
+    if bind_now:
+        dyn.append((24, 0))  # DT_BIND_NOW
+    if flags:
+        dyn.append((30, flags))  # DT_FLAGS
+    if flags_1:
+        dyn.append((0x6FFFFFFB, flags_1))  # DT_FLAGS_1
+    return dyn
+
+
+def _symbol_entries(E: str, bits: int, symbols: Sequence[tuple], name_offsets: Sequence[int]) -> bytes:
+    """The .dynsym entries after the null one: symbols as make_elf takes them, each name at its string offset."""
+    out = bytearray()
+    for (_name, defined, bind, typ, _ver), no in zip(symbols, name_offsets, strict=True):
+        info, shndx, value, size = (bind << 4) | typ, (2 if defined else 0), (0x100 if defined else 0), 8
+        if defined == "abs":  # a version-definition marker: ABS, value 0, size 0
+            shndx, value, size = 0xFFF1, 0, 0
+        if bits == 64:
+            out += struct.pack(E + "IBBHQQ", no, info, 0, shndx, value, size)
+        else:
+            out += struct.pack(E + "IIIBBH", no, value, size, info, 0, shndx)
+    return bytes(out)
+
+
+def _verneed_entries(E: str, vn: Sequence[tuple[int, Sequence[tuple[int, int]]]]) -> bytes:
+    """.gnu.version_r: one Verneed per (file offset, [(version offset, index)]), each followed by its Vernaux."""
+    out = bytearray()
+    for i, (fo, vers) in enumerate(vn):
+        nxt = 16 + 16 * len(vers) if i < len(vn) - 1 else 0
+        out += struct.pack(E + "HHIII", 1, len(vers), fo, 16, nxt)
+        for j, (vo, idx) in enumerate(vers):
+            out += struct.pack(E + "IHHII", 0, 0, idx, vo, 16 if j < len(vers) - 1 else 0)
+    return bytes(out)
+
+
+def _program_headers(E: str, bits: int, phs: Iterable[tuple[int, int, int, int, int]]) -> bytearray:
+    """The program header table: (type, offset, vaddr, file size, memory size) each, flags R+X, align 8."""
+    ph = bytearray()
+    for typ, off, va, fs, ms in phs:
+        if bits == 64:
+            ph += struct.pack(E + "IIQQQQQQ", typ, 5, off, va, va, fs, ms, 8)
+        else:
+            ph += struct.pack(E + "IIIIIIII", typ, off, va, va, fs, ms, 5, 8)
+    return ph
+
+
+CUDA_ELF = {
+    "needed": ["libcuda.so.1", "libfoo.so", "libc.so.6"],
+    "soname": "libx.so.2",
+    "runpath": "$ORIGIN:/opt/a",
+    "rpath": "/r1::/r2",
+    "symbols": [
         ("cuInit", False, 1, 2, 2),
         ("cuMemAlloc_v2", False, 1, 2, 2),
         ("foo_call", False, 1, 2, 3),
@@ -199,8 +228,8 @@ CUDA_ELF = dict(
         ("my_data", True, 2, 1, 1),
         ("LIBX_2", "abs", 1, 1, 1),  # version-definition marker: not an export
     ],
-    verneed=[("libcuda.so.1", [("CUDA_1", 2)]), ("libfoo.so", [("FOO_2", 3)])],
-)
+    "verneed": [("libcuda.so.1", [("CUDA_1", 2)]), ("libfoo.so", [("FOO_2", 3)])],
+}
 
 
 def set_delay_directory(path: Path, nm: str) -> None:
@@ -606,11 +635,11 @@ def test_elf_handmade_all_classes_and_byte_orders(bits, little):
 @pytest.mark.parametrize(
     "kw, expected",
     [
-        (dict(bind_now=True), True),
-        (dict(flags=0x8), True),  # DF_BIND_NOW
-        (dict(flags=0x2), False),  # DF_SYMBOLIC
-        (dict(flags_1=0x1), True),  # DF_1_NOW
-        (dict(flags_1=0x8000000), False),  # DF_1_PIE
+        ({"bind_now": True}, True),
+        ({"flags": 0x8}, True),  # DF_BIND_NOW
+        ({"flags": 0x2}, False),  # DF_SYMBOLIC
+        ({"flags_1": 0x1}, True),  # DF_1_NOW
+        ({"flags_1": 0x8000000}, False),  # DF_1_PIE
     ],
 )
 def test_elf_bind_now_variants(kw, expected):
@@ -706,7 +735,7 @@ def test_fixture_elf_user_rpath_unversioned():
 def test_fixture_elf_app_driver():
     info = read_path(fixture("elf/app_driver"))
     assert info.kind == "executable" and info.bind_now
-    assert [i.name for i in info.imports][0] == "libcuda.so.1"
+    assert next(i.name for i in info.imports) == "libcuda.so.1"
     assert {"cuInit", "cuDeviceGet", "cuMemAlloc_v2", "cuCtxSetCacheConfig"} <= set(info.undefined_symbols)
 
 
@@ -771,7 +800,7 @@ def test_hostile_export_count(samples):
     nsec = struct.unpack_from("<H", data, pe + 6)[0]
     sec0 = opt + struct.unpack_from("<H", data, pe + 20)[0]
     for i in range(nsec):
-        vs, va, rs, ptr = struct.unpack_from("<IIII", data, sec0 + 40 * i + 8)
+        _vs, va, rs, ptr = struct.unpack_from("<IIII", data, sec0 + 40 * i + 8)
         if va <= erva < va + rs:
             struct.pack_into("<I", data, ptr + erva - va + 24, 0xFFFFFFFF)
     with pytest.raises(MalformedBinary, match="names"):

@@ -107,7 +107,7 @@ def test_a_scan_document_is_redacted_and_keeps_its_vocabulary(tmp_path, scan):
     # enumerations and function names are never touched, whatever the user is called (prose is)
     vocabulary = ("format", "machine", "kind", "verdict", "kernels", "nvidia_library")
     dep_vocabulary = ("family", "load", "route", "basis", "how", "symbols", "ordinals", "replacement")
-    for b, rb in zip(document["binaries"], redacted["binaries"]):
+    for b, rb in zip(document["binaries"], redacted["binaries"], strict=True):
         assert [b[k] for k in vocabulary] == [rb[k] for k in vocabulary]
         assert [[d[k] for k in dep_vocabulary] for d in b["dependencies"]] == [[d[k] for k in dep_vocabulary] for d in rb["dependencies"]]
     assert {d["load"] for b in redacted["binaries"] for d in b["dependencies"]} == {"static"}
@@ -157,7 +157,7 @@ def test_file_reports_are_redacted_by_default(named_tree, tmp_path, fmt):
         assert str(home) not in content and "zed" not in content.lower(), content
     if fmt in ("json", "toml"):
         assert "<home>/lib/missing_vendor.dll" in out.read_text(encoding="utf-8")
-    assert CliRunner().invoke(main, args + ["--no-redact"]).exit_code == 3
+    assert CliRunner().invoke(main, [*args, "--no-redact"]).exit_code == 3
     assert str(app) in out.read_text(encoding="utf-8")
     if fmt in ("json", "toml"):
         assert str(home / "lib" / "missing_vendor.dll") in out.read_text(encoding="utf-8")
@@ -200,7 +200,7 @@ _PIECES = ["bob smith", "BSMITH", "Bob", "desktop-7qx1", "DESKTOP-7QX1.corp", "j
 def test_the_quick_test_for_a_string_no_pattern_can_match_changes_nothing(raw):
     """Redactor.text skips the patterns for an ASCII string that holds none of what they need; whatever
     the string, it gives what the patterns alone give."""
-    odd = PrivateStrings(homes=("/home/kelvin",), users=("kelvin", "\u017fam"), hosts=("box",))  # ſam: "sam" too
+    odd = PrivateStrings(homes=("/home/kelvin",), users=("kelvin", "\u017fam"), hosts=("box",))  # U+017F (long s) folds to "s": "sam" too
     for private in (WINDOWS, POSIX, PrivateStrings(homes=("/home/bob",), users=("bob",), hosts=("bob-laptop.lan",)),
                     PrivateStrings(homes=("/home/kelvin",), users=("kelvin",), hosts=("box",)), odd):
         for target_root in ("/srv/Data Tree", "C:\\Users\\Bob Smith\\app", "/srv/\u0130stan", "/srv/sam", None):

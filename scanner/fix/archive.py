@@ -29,21 +29,30 @@ import tarfile
 import tempfile
 import zipfile
 import zlib
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import partial
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import IO, TYPE_CHECKING
 
 from cuda4amd.fix.release import ReleaseError, ReleaseSource, cache_dir, sha256_file, tree_sha256
 from cuda4amd.model import loader_key
 
-__all__ = ["ArchiveError", "Store", "prepare_store", "inspect_archive", "extract_archive", "open_folder",
-           "MAX_TOTAL_BYTES", "MAX_MEMBERS"]
+if TYPE_CHECKING:
+    from cuda4amd.rules.loader import ZludaRelease
+
+__all__ = ["MAX_MEMBERS", "MAX_TOTAL_BYTES", "ArchiveError", "Store", "extract_archive", "inspect_archive",
+           "open_folder", "prepare_store"]
 
 TOP = "zluda"
 MAX_TOTAL_BYTES = 4 << 30  # unpacked size limit (the real v6 archive unpacks to a few hundred MB)
 MAX_MEMBERS = 20000
 MANIFEST = "cuda4amd-store.json"
 _DRIVE = re.compile(r"^[A-Za-z]:")
+
+#: what reading an archive gives: release-relative path -> sha256 of each regular file, path -> link target,
+#: the executable files' paths
+_Contents = tuple[dict[str, str], dict[str, str], set[str]]
 
 
 #: What reading a damaged archive raises, while listing it or reading a member: a bad CRC
@@ -77,7 +86,7 @@ class Store:
 
     def resolve(self, rel: str) -> str | None:
         """Follow links inside the release to a regular file's path (None: absent or dangling)."""
-        seen = set()
+        seen: set[str] = set()
         while rel in self.links:
             if rel in seen:
                 return None
@@ -101,7 +110,7 @@ class Store:
         return self.files.get(real) if real else None
 
 
-def _table(release, platform: str) -> tuple[set[str], dict[str, str]]:
+def _table(release: ZludaRelease, platform: str) -> tuple[set[str], dict[str, str]]:
     listed = {f.path for f in release.files if f.platform == platform}
     links = {f.path: f.link_to for f in release.files if f.platform == platform and f.link_to}
     return listed, links
@@ -131,7 +140,7 @@ class _Member:
     kind: str                       # "file" | "dir" | "link"
     link: str | None = None
     executable: bool = False
-    open: object = None             # () -> binary stream, for files
+    open: Callable[[], IO[bytes] | None] | None = None  # the member's content, for files
 
 
 def _zip_members(archive: zipfile.ZipFile, what: str) -> Iterator[_Member]:
@@ -149,7 +158,7 @@ def _zip_members(archive: zipfile.ZipFile, what: str) -> Iterator[_Member]:
             yield _Member(rel, "dir")
         else:
             yield _Member(rel, "file", executable=bool(mode & 0o111),
-                          open=lambda info=info: archive.open(info))
+                          open=partial(archive.open, info))
 
 
 def _tar_members(archive: tarfile.TarFile, what: str, table_links: dict[str, str]) -> Iterator[_Member]:
@@ -159,7 +168,7 @@ def _tar_members(archive: tarfile.TarFile, what: str, table_links: dict[str, str
             yield _Member(rel, "dir")
         elif info.isreg():
             yield _Member(rel, "file", executable=bool(info.mode & 0o111),
-                          open=lambda info=info: archive.extractfile(info))
+                          open=partial(archive.extractfile, info))
         elif info.issym():
             target = info.linkname
             expected = table_links.get(rel)
@@ -176,7 +185,7 @@ def _tar_members(archive: tarfile.TarFile, what: str, table_links: dict[str, str
             raise ArchiveError(f"{what}: member {info.name!r} is a device, fifo or other special file: refused")
 
 
-def _walk(path: Path, release, platform: str) -> Iterator[_Member]:
+def _walk(path: Path, release: ZludaRelease, platform: str) -> Iterator[_Member]:
     what = path.name
     _, table_links = _table(release, platform)
     name = path.name.lower()
@@ -193,12 +202,56 @@ def _walk(path: Path, release, platform: str) -> Iterator[_Member]:
         raise ArchiveError(f"{what}: damaged or unreadable archive ({exc})") from None
 
 
-def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | None):
+class _Layout:
+    """The member paths met so far (as loader keys), refusing one that is both a
+    file and a folder, or a file that appears twice."""
+
+    def __init__(self, what: str) -> None:
+        self.what = what
+        self.seen: set[str] = set()     # files and links
+        self.folders: set[str] = set()  # every folder a member is in or is
+
+    def add(self, m: _Member, key: str) -> None:
+        parents = ["/".join(key.split("/")[:i]) for i in range(1, key.count("/") + 1)]
+        clash = next((p for p in parents if p in self.seen), None)
+        if clash is not None or (m.kind != "dir" and key in self.folders) or (m.kind == "dir" and key in self.seen):
+            raise ArchiveError(f"{self.what}: {m.rel!r} is both a file and a folder in the archive: refused")
+        self.folders.update(parents)
+        if m.kind == "dir":
+            self.folders.add(key)
+        else:
+            if key in self.seen:
+                raise ArchiveError(f"{self.what}: {m.rel!r} appears twice")
+            self.seen.add(key)
+
+
+def _copy_member(m: _Member, what: str, out: IO[bytes] | None, total: int) -> tuple[str, int]:
+    """Read a file member to its end, into `out` when given: (its sha256, the
+    archive's bytes unpacked so far, `total` being those before it)."""
+    h = hashlib.sha256()
+    with _opened(m, what) as stream:
+        while True:
+            try:
+                block = stream.read(1 << 20)
+            except _READ_ERRORS as exc:  # raised here, in the reader's loop, not in _walk
+                raise _damaged(what, m, exc) from None
+            if not block:
+                break
+            total += len(block)
+            if total > MAX_TOTAL_BYTES:
+                raise ArchiveError(f"{what}: unpacks to more than {MAX_TOTAL_BYTES >> 30} GiB: refused")
+            h.update(block)
+            if out is not None:
+                out.write(block)
+    return h.hexdigest(), total
+
+
+def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | None) -> _Contents:
+    """Check every member, and unpack it under `dest` unless that is None."""
     files: dict[str, str] = {}
     links: dict[str, str] = {}
     executable: set[str] = set()
-    seen: set[str] = set()
-    folders: set[str] = set()  # every folder a member is in or is, as keys
+    layout = _Layout(what)
     total = count = 0
     for m in members:
         count += 1
@@ -206,18 +259,7 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
             raise ArchiveError(f"{what}: more than {MAX_MEMBERS} members")
         if not m.rel:
             continue  # the top folder itself
-        key = loader_key(m.rel, platform)
-        parents = ["/".join(key.split("/")[:i]) for i in range(1, key.count("/") + 1)]
-        clash = next((p for p in parents if p in seen), None)
-        if clash is not None or (m.kind != "dir" and key in folders) or (m.kind == "dir" and key in seen):
-            raise ArchiveError(f"{what}: {m.rel!r} is both a file and a folder in the archive: refused")
-        folders.update(parents)
-        if m.kind == "dir":
-            folders.add(key)
-        else:
-            if key in seen:
-                raise ArchiveError(f"{what}: {m.rel!r} appears twice")
-            seen.add(key)
+        layout.add(m, loader_key(m.rel, platform))
         target = dest.joinpath(*m.rel.split("/")) if dest is not None else None
         if m.kind == "dir":
             if target is not None:
@@ -232,29 +274,12 @@ def _consume(members: Iterable[_Member], what: str, platform: str, dest: Path | 
             if target is not None:
                 os.symlink(m.link, target)
             continue
-        h = hashlib.sha256()
-        out = open(target, "xb") if target is not None else None  # a fresh staging folder: never overwrites
-        try:
-            with _opened(m, what) as stream:
-                while True:
-                    try:
-                        block = stream.read(1 << 20)
-                    except _READ_ERRORS as exc:  # raised here, in the reader's loop, not in _walk
-                        raise _damaged(what, m, exc) from None
-                    if not block:
-                        break
-                    total += len(block)
-                    if total > MAX_TOTAL_BYTES:
-                        raise ArchiveError(f"{what}: unpacks to more than {MAX_TOTAL_BYTES >> 30} GiB: refused")
-                    h.update(block)
-                    if out is not None:
-                        out.write(block)
-        finally:
-            if out is not None:
-                out.close()
-        if target is not None:
+        if target is None:
+            files[m.rel], total = _copy_member(m, what, None, total)
+        else:
+            with open(target, "xb") as out:  # a fresh staging folder: never overwrites
+                files[m.rel], total = _copy_member(m, what, out, total)
             os.chmod(target, 0o755 if m.executable else 0o644)
-        files[m.rel] = h.hexdigest()
         if m.executable:
             executable.add(m.rel)
     return files, links, executable
@@ -264,9 +289,9 @@ def _damaged(what: str, m: _Member, exc: BaseException) -> ArchiveError:
     return ArchiveError(f"{what}: member {m.rel!r} is damaged ({exc or type(exc).__name__}): refused")
 
 
-def _opened(m: _Member, what: str):
+def _opened(m: _Member, what: str) -> IO[bytes]:
     try:
-        stream = m.open()  # type: ignore[operator]
+        stream = m.open() if m.open is not None else None
     except _READ_ERRORS as exc:
         raise _damaged(what, m, exc) from None
     if stream is None:
@@ -274,7 +299,7 @@ def _opened(m: _Member, what: str):
     return stream
 
 
-def _check_contents(what: str, files: dict[str, str], links: dict[str, str], release, platform: str,
+def _check_contents(what: str, files: dict[str, str], links: dict[str, str], release: ZludaRelease, platform: str,
                     required: Iterable[str]) -> tuple[str, ...]:
     listed, _ = _table(release, platform)
     present = set(files) | set(links)
@@ -291,14 +316,16 @@ def _check_contents(what: str, files: dict[str, str], links: dict[str, str], rel
     return tuple(p for p in sorted(listed) if (p.casefold() if fold else p) not in have)
 
 
-def inspect_archive(path: Path, release, platform: str, required: Iterable[str] = ()):
+def inspect_archive(path: Path, release: ZludaRelease, platform: str,
+                    required: Iterable[str] = ()) -> tuple[dict[str, str], dict[str, str], set[str], tuple[str, ...]]:
     """Check an archive without writing anything: (files, links, executable, missing)."""
     files, links, executable = _consume(_walk(path, release, platform), path.name, platform, None)
     missing = _check_contents(path.name, files, links, release, platform, required)
     return files, links, executable, missing
 
 
-def extract_archive(path: Path, dest: Path, release, platform: str, required: Iterable[str] = ()):
+def extract_archive(path: Path, dest: Path, release: ZludaRelease, platform: str,
+                    required: Iterable[str] = ()) -> tuple[dict[str, str], dict[str, str], set[str], tuple[str, ...]]:
     """Unpack into `dest` (which must not exist) and check: (files, links, executable, missing)."""
     dest.mkdir(parents=True)
     files, links, executable = _consume(_walk(path, release, platform), path.name, platform, dest)
@@ -306,7 +333,7 @@ def extract_archive(path: Path, dest: Path, release, platform: str, required: It
     return files, links, executable, missing
 
 
-def open_folder(source: ReleaseSource, release, platform: str, required: Iterable[str] = ()) -> Store:
+def open_folder(source: ReleaseSource, release: ZludaRelease, platform: str, required: Iterable[str] = ()) -> Store:
     """An unpacked release folder used in place (read only): `path/zluda` or `path` itself."""
     base = Path(source.location)
     root = base / TOP if (base / TOP).is_dir() else base
@@ -345,7 +372,7 @@ def open_folder(source: ReleaseSource, release, platform: str, required: Iterabl
     return Store(root, files, links, source, None, tree, missing, frozenset(executable))
 
 
-def prepare_store(source: ReleaseSource, archive: Path | None, archive_sha256: str | None, release,
+def prepare_store(source: ReleaseSource, archive: Path | None, archive_sha256: str | None, release: ZludaRelease,
                   platform: str, *, required: Iterable[str] = (), cache: Path | None = None,
                   unpack: bool = True) -> Store:
     """The checked release. A folder source is used in place. An archive is

@@ -18,9 +18,17 @@ cannot carry (a double quote for cmd, a NUL) is refused.
 """
 from __future__ import annotations
 
+from collections.abc import Iterable, Sequence
 from pathlib import Path, PurePosixPath, PureWindowsPath
+from typing import TYPE_CHECKING
 
-__all__ = ["launcher_files", "render_cmd", "render_ps1", "render_sh", "LauncherError"]
+if TYPE_CHECKING:
+    from cuda4amd.fix.plan.model import EnvVar
+
+__all__ = ["LauncherError", "launcher_files", "render_cmd", "render_ps1", "render_sh"]
+
+#: a value as parts: ("lit", text), ("root", "") for the target folder, ("home", "") for the user's home
+_Parts = Iterable[tuple[str, str]]
 
 GENERIC = "zluda-run"
 
@@ -29,8 +37,8 @@ class LauncherError(ValueError):
     pass
 
 
-def launcher_files(*, platform: str, programs, environment, launcher_exe: str | None, root: Path,
-                   launch_dir: Path, tag: str) -> list[tuple[str, str, bool]]:
+def launcher_files(*, platform: str, programs: Iterable[dict[str, str]], environment: Sequence[EnvVar],
+                   launcher_exe: str | None, root: Path, launch_dir: Path, tag: str) -> list[tuple[str, str, bool]]:
     """(path, text, executable) of every launcher: path relative to `root`
     ('/'-separated) when the launchers' folder is inside it, else absolute."""
     try:
@@ -43,7 +51,8 @@ def launcher_files(*, platform: str, programs, environment, launcher_exe: str | 
         depth = 0 if rel_dir == "." else len(rel_dir.split("/"))
         up = "/".join([".."] * depth) or "."
     out: list[tuple[str, str, bool]] = []
-    entries = [(p["name"], p["path"]) for p in programs] + [(GENERIC, None)]
+    entries: list[tuple[str, str | None]] = [(p["name"], p["path"]) for p in programs]
+    entries.append((GENERIC, None))
     for name, program in entries:
         if platform == "windows":
             texts = [(f"{name}.cmd", render_cmd(environment, launcher_exe, program, root, up, tag), False),
@@ -74,7 +83,7 @@ def _header(comment: str, program: str | None, tag: str) -> list[str]:
 # cmd
 # ---------------------------------------------------------------------------
 
-def _cmd_value(parts, root_var: str) -> str:
+def _cmd_value(parts: _Parts, root_var: str) -> str:
     out = []
     for kind, text in parts:
         if kind == "root":
@@ -86,7 +95,7 @@ def _cmd_value(parts, root_var: str) -> str:
     return "".join(out)
 
 
-def render_cmd(environment, launcher_exe: str | None, program: str | None, root: Path, up: str | None,
+def render_cmd(environment: Sequence[EnvVar], launcher_exe: str | None, program: str | None, root: Path, up: str | None,
                tag: str) -> str:
     root_var = "CUDA4AMD_ROOT"
     lines = ["@echo off", *_header("rem", program and PureWindowsPath(program).name, tag), "setlocal"]
@@ -133,7 +142,7 @@ def _ps_quote(text: str) -> str:
     return "'" + _check(text, "", "PowerShell").replace("'", "''") + "'"
 
 
-def _ps_value(parts) -> str:
+def _ps_value(parts: _Parts) -> str:
     items = []
     for kind, text in parts:
         if kind == "root":
@@ -145,7 +154,7 @@ def _ps_value(parts) -> str:
     return "(" + " + ".join(items) + ")" if len(items) > 1 else (items[0] if items else "''")
 
 
-def render_ps1(environment, launcher_exe: str | None, program: str | None, root: Path, up: str | None,
+def render_ps1(environment: Sequence[EnvVar], launcher_exe: str | None, program: str | None, root: Path, up: str | None,
                tag: str) -> str:
     lines = [*_header("#", program and PureWindowsPath(program).name, tag)]
     if up is not None:
@@ -192,7 +201,7 @@ def _sh_quote(text: str) -> str:
     return "'" + _check(text, "", "sh").replace("'", "'\\''") + "'"
 
 
-def _sh_value(parts) -> str:
+def _sh_value(parts: _Parts) -> str:
     out = []
     for kind, text in parts:
         if kind == "root":
@@ -204,7 +213,7 @@ def _sh_value(parts) -> str:
     return "".join(out) or "''"
 
 
-def render_sh(environment, program: str | None, root: Path, up: str | None, tag: str) -> str:
+def render_sh(environment: Sequence[EnvVar], program: str | None, root: Path, up: str | None, tag: str) -> str:
     lines = ["#!/bin/sh", *_header("#", program and PurePosixPath(program).name, tag)]
     if up is not None:
         lines.append(f'root=$(CDPATH= cd -- "$(dirname -- "$0")"/{_sh_quote(up)} && pwd) || exit 127')
@@ -212,10 +221,7 @@ def render_sh(environment, program: str | None, root: Path, up: str | None, tag:
         lines.append(f"root={_sh_quote(str(root))}")
     for e in environment:
         values = [_sh_value(v) for v in e.values]
-        if e.op == "prepend":
-            value = ":".join(values) + f'"${{{e.name}:+:${e.name}}}"'
-        else:
-            value = values[0]
+        value = ":".join(values) + f'"${{{e.name}:+:${e.name}}}"' if e.op == "prepend" else values[0]
         lines.append(f"{e.name}={value}")
         lines.append(f"export {e.name}")
     if program is None:

@@ -20,12 +20,13 @@ import os
 import socket
 import sys
 import time
+from collections.abc import Iterator
 from pathlib import Path
-from typing import Any, Iterator
+from typing import Any
 
 from cuda4amd.userdirs import state_dir
 
-__all__ = ["LockError", "target_lock", "lock_path", "holder"]
+__all__ = ["LockError", "holder", "lock_path", "target_lock"]
 
 _WINDOWS_LOCK_OFFSET = 1 << 20  # the locked byte: past the holder text, which others read
 

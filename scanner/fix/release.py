@@ -28,21 +28,25 @@ import time
 import urllib.error
 import urllib.parse
 import urllib.request
+from collections.abc import Callable
 from dataclasses import dataclass
-from http.client import HTTPException
+from http.client import HTTPException, HTTPMessage, HTTPResponse
 from pathlib import Path
-from typing import Callable
+from typing import IO, TYPE_CHECKING
 
 from cuda4amd.userdirs import cache_dir  # the cache folder, shared with the facts cache
 
-__all__ = ["ReleaseError", "ReleaseSource", "cache_dir", "choose_source", "fetch_archive", "download",
-           "check_url", "sha256_file", "tree_sha256", "release_url", "UPSTREAM_URL", "MIRROR_VARIABLE"]
+if TYPE_CHECKING:
+    from cuda4amd.rules.loader import RuleSet
+
+__all__ = ["MIRROR_VARIABLE", "UPSTREAM_URL", "ReleaseError", "ReleaseSource", "cache_dir", "check_url",
+           "choose_source", "download", "fetch_archive", "release_url", "sha256_file", "tree_sha256"]
 
 UPSTREAM_URL = "https://github.com/vosen/ZLUDA/releases/download"
 MIRROR_VARIABLE = "CUDA4AMD_ZLUDA_MIRROR"
 CHUNK = 1 << 16
 
-Progress = Callable[[int, "int | None"], None]
+Progress = Callable[[int, int | None], None]
 
 
 class ReleaseError(Exception):
@@ -72,7 +76,7 @@ class ReleaseSource:
                 "asset": self.asset, "size": self.size, "sha256": self.sha256}
 
     @classmethod
-    def from_dict(cls, data: dict) -> "ReleaseSource":
+    def from_dict(cls, data: dict) -> ReleaseSource:
         return cls(data["tag"], data["platform"], data["kind"], data["location"], data["asset"],
                    data.get("size"), data.get("sha256"))
 
@@ -91,7 +95,7 @@ def _normal_sha(value: str | None, what: str) -> str | None:
     return text
 
 
-def choose_source(rules, tag: str, platform: str, zluda_path: str | os.PathLike[str] | None = None,
+def choose_source(rules: RuleSet, tag: str, platform: str, zluda_path: str | os.PathLike[str] | None = None,
                   sha256: str | None = None) -> ReleaseSource:
     """The release to link: `zluda_path` (a local archive or folder) or the
     rules' pin for (tag, platform)."""
@@ -192,7 +196,8 @@ def check_url(url: str) -> None:
 
 
 class _SafeRedirect(urllib.request.HTTPRedirectHandler):
-    def redirect_request(self, req, fp, code, msg, headers, newurl):
+    def redirect_request(self, req: urllib.request.Request, fp: IO[bytes], code: int, msg: str,
+                         headers: HTTPMessage, newurl: str) -> urllib.request.Request | None:
         check_url(newurl)
         return super().redirect_request(req, fp, code, msg, headers, newurl)
 
@@ -221,10 +226,7 @@ def download(url: str, dest: str | os.PathLike[str], *, sha256: str, size: int |
     opener = _opener(url)
     last_error = "no attempt"
     for attempt in range(max(1, attempts)):
-        have = part.stat().st_size if part.exists() else 0
-        if size is not None and have > size:
-            part.unlink()
-            have = 0
+        have = _usable_part(part, size)
         if size is not None and have == size:
             break
         request = urllib.request.Request(url, headers={"User-Agent": "cuda4amd", "Accept-Encoding": "identity"})
@@ -232,34 +234,8 @@ def download(url: str, dest: str | os.PathLike[str], *, sha256: str, size: int |
             request.add_header("Range", f"bytes={have}-")
         try:
             with opener.open(request, timeout=timeout) as response:
-                status = response.status
-                total = size
-                if status == 206:
-                    start = _range_start(response.headers.get("Content-Range"))
-                    if start != have:
-                        part.unlink(missing_ok=True)  # the server resumed elsewhere: start over
-                        continue
-                elif status == 200:
-                    have = 0
-                    length = response.headers.get("Content-Length")
-                    if total is None and length and length.isdigit():
-                        total = int(length)
-                else:
-                    raise ReleaseError(f"{url}: HTTP {status}")
-                with open(part, "ab" if have else "wb") as out:
-                    done = have
-                    if progress:
-                        progress(done, total)
-                    while True:
-                        block = response.read(CHUNK)
-                        if not block:
-                            break
-                        out.write(block)
-                        done += len(block)
-                        if progress:
-                            progress(done, total)
-                    out.flush()
-                    os.fsync(out.fileno())
+                if not _receive(response, url, part, have, size, progress):
+                    continue  # the server resumed elsewhere: start over at once
             if size is None or part.stat().st_size >= size:
                 break
             last_error = f"connection closed after {part.stat().st_size} of {size} bytes"
@@ -280,6 +256,57 @@ def download(url: str, dest: str | os.PathLike[str], *, sha256: str, size: int |
     else:
         raise ReleaseError(f"{url}: download failed after {attempts} attempts ({last_error}); "
                            f"the partial file {part} is kept and a re-run resumes it")
+    _accept(part, dest, url, sha256, size, last_error)
+    return dest
+
+
+def _usable_part(part: Path, size: int | None) -> int:
+    """The bytes of the partial file a transfer can resume from (one longer than the archive is deleted)."""
+    have = part.stat().st_size if part.exists() else 0
+    if size is not None and have > size:
+        part.unlink()
+        have = 0
+    return have
+
+
+def _receive(response: HTTPResponse, url: str, part: Path, have: int, size: int | None,
+             progress: Progress | None) -> bool:
+    """Write the response's body to `part`: appended to its `have` bytes for a
+    206, in place of them for a 200. False (and `part` deleted) when a 206
+    resumes at another offset than asked."""
+    status = response.status
+    total = size
+    if status == 206:
+        start = _range_start(response.headers.get("Content-Range"))
+        if start != have:
+            part.unlink(missing_ok=True)
+            return False
+    elif status == 200:
+        have = 0
+        length = response.headers.get("Content-Length")
+        if total is None and length and length.isdigit():
+            total = int(length)
+    else:
+        raise ReleaseError(f"{url}: HTTP {status}")
+    with open(part, "ab" if have else "wb") as out:
+        done = have
+        if progress:
+            progress(done, total)
+        while True:
+            block = response.read(CHUNK)
+            if not block:
+                break
+            out.write(block)
+            done += len(block)
+            if progress:
+                progress(done, total)
+        out.flush()
+        os.fsync(out.fileno())
+    return True
+
+
+def _accept(part: Path, dest: Path, url: str, sha256: str, size: int | None, last_error: str) -> None:
+    """Move the complete download into place once its size and sha256 match; delete it on a wrong hash."""
     got_size = part.stat().st_size
     if size is not None and got_size != size:
         raise ReleaseError(f"{url}: download failed ({last_error}); got {got_size} of {size} bytes")
@@ -288,7 +315,6 @@ def download(url: str, dest: str | os.PathLike[str], *, sha256: str, size: int |
         part.unlink(missing_ok=True)
         raise ReleaseError(f"{url}: sha256 is {digest}, expected {sha256}: the archive is refused and deleted")
     os.replace(part, dest)
-    return dest
 
 
 def _range_start(value: str | None) -> int | None:

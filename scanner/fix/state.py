@@ -20,7 +20,7 @@ from typing import Any
 
 from cuda4amd.userdirs import state_dir
 
-__all__ = ["journal_mac", "mac_matches", "KEY_NAME", "StateError"]
+__all__ = ["KEY_NAME", "StateError", "journal_mac", "mac_matches"]
 
 KEY_NAME = "journal-key"
 KEY_BYTES = 32
