@@ -106,7 +106,7 @@ def nul_led_names(buf: bytes, info: BinaryInfo) -> DriverNames:
         run: list[bytes] = []
         last_end = -1
 
-        def close() -> int:
+        def close(run: list[bytes]) -> int:
             if any(name.endswith((b"_ptds\x00", b"_ptsz\x00")) for name in run):
                 return len(run)
             own.update(name[:-1].decode("ascii") for name in run)
@@ -118,12 +118,12 @@ def nul_led_names(buf: bytes, info: BinaryInfo) -> DriverNames:
         pos = last_end - 1 if head is not None else start
         while (match := _NUL_LED.search(buf, pos, end)) is not None:
             if run and buf[last_end:match.start() + 1].strip(b"\0"):
-                runtime += close()
+                runtime += close(run)
                 run = []
             run.append(match.group()[1:])
             last_end = match.end()
             pos = last_end - 1
-        runtime += close()
+        runtime += close(run)
     return DriverNames(tuple(sorted(own)), runtime)
 
 

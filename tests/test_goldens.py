@@ -129,7 +129,7 @@ def test_report_golden(scanned, case, fmt):
 def test_graph_golden(scanned, case, fmt):
     from cuda4amd.report import graph_export
 
-    result, redactor, document = scanned[case]
+    result, redactor, _document = scanned[case]
     graph = graph_export.redacted(graph_export.attributed(result.graph, build_plain(result)), redactor)
     check(GOLDENS / case / GRAPHS[fmt], graph_export.dumps(graph, fmt))
 

@@ -8,6 +8,7 @@ so `cuda4amd --help` starts fast.
 """
 from __future__ import annotations
 
+import contextlib
 import gc
 import os
 import sys
@@ -127,10 +128,8 @@ def _quiet_streams() -> None:
     "Note on SIGPIPE", library/signal.html)."""
     devnull = os.open(os.devnull, os.O_WRONLY)
     for stream in (sys.stdout, sys.stderr):
-        try:
+        with contextlib.suppress(OSError, ValueError):  # not a real file (a test runner's buffer)
             os.dup2(devnull, stream.fileno())
-        except (OSError, ValueError):  # not a real file (a test runner's buffer)
-            pass
     os.close(devnull)
 
 
