@@ -54,11 +54,22 @@ def test_ctrl_c_while_a_command_waits_exits_130():
     assert b"interrupted" in err and b"Traceback" not in err and b"Aborted" not in err
 
 
+#: says `ready` when click, having parsed the group's options, opens the command's module to import it: from
+#: then on the signal reaches cuda4amd's own handling, not the test's `-c` line (PEP 578's "open" audit event;
+#: importlib.import_module raises no "import" event)
+WHEN_THE_COMMAND_LOADS = ("import sys; sys.addaudithook(lambda event, args: event == 'open' and "
+                          "isinstance(args[0], str) and 'scan.' in args[0].replace('\\\\', '/').rsplit('/cli/', 1)[-1] "
+                          "and (sys.stderr.write('ready\\n'), sys.stderr.flush())); import cuda4amd.cli; ")
+
+
 @pytest.mark.parametrize("delay", [0.0, 0.02, 0.05, 0.1, 0.2])
 def test_ctrl_c_at_start_up_exits_130(delay):
-    # while click parses the options and imports the command's modules (the readers, rich): click's own
+    # while the command's modules are imported (the readers, rich) and its options parsed: click's own
     # handling would say `Aborted!` and exit 1 there
-    process = started(f"cuda4amd.cli.main(['scan', {str(DEMO)!r}, '--host', 'none'])")
+    process = subprocess.Popen([sys.executable, "-c", WHEN_THE_COMMAND_LOADS +
+                                f"cuda4amd.cli.main(['scan', {str(DEMO)!r}, '--host', 'none'])"],
+                               stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    assert process.stderr is not None and process.stderr.readline() == b"ready\n"
     time.sleep(delay)
     status, err = interrupted(process)
     if status == 3 and not err.strip():
