@@ -91,7 +91,8 @@ def load_package(folder: Path) -> ModuleType:
     """The byname package in ``folder``, beside the current one: loaded under the
     package's own name (its modules import each other by it), then its modules are
     moved out of ``sys.modules`` and the current ones put back. The other version's
-    functions keep the objects they imported."""
+    functions keep the objects they imported at module level (an import inside one of
+    its functions, run later, would get the current package's module)."""
     current = {name: module for name, module in sys.modules.items()
                if name == PACKAGE or name.startswith(PACKAGE + ".")}
     for name in current:
