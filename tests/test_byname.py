@@ -3,6 +3,7 @@ compressed string tables (fixtures/byname, synthetic buffers, real wheels)."""
 from __future__ import annotations
 
 import bz2
+import contextlib
 import mmap
 import zlib
 
@@ -17,10 +18,10 @@ from cuda4amd.scan.read.byname import (
     LZSS_MARKER,
     ZLIB_MARKER,
     NameReference,
-    _lzss,
     find_library_names,
     platform_of_info,
 )
+from cuda4amd.scan.read.byname.lzss import decode as lzss_decode
 from cuda4amd.scan.read.engine import read_bytes, read_path
 
 BYNAME = FIXTURES / "byname"
@@ -67,12 +68,14 @@ def test_cython_string_table(rules, fixture, encoding):
     ]
 
 
-@pytest.mark.parametrize("path", [BYNAME / "plain.dll", FIXTURES / "pe" / "plain.dll", FIXTURES / "elf" / "libplain.so"])
+@pytest.mark.parametrize("path", [BYNAME / "plain.dll", FIXTURES / "pe" / "plain.dll",
+                                  FIXTURES / "elf" / "libplain.so"])
 def test_no_cuda_names(rules, path):
     assert refs(path, rules) == ()
 
 
-@pytest.mark.parametrize("fixture, name", [("loader.dll", b"cusparse64_12.dll\0"), ("libloader.so", b"libcusparse.so.12\0")])
+@pytest.mark.parametrize("fixture, name", [("loader.dll", b"cusparse64_12.dll\0"),
+                                           ("libloader.so", b"libcusparse.so.12\0")])
 def test_strings_in_text_are_not_reported(rules, fixture, name):
     data = (BYNAME / fixture).read_bytes()
     info = read_path(BYNAME / fixture)
@@ -155,9 +158,11 @@ def fatbin_container(payload: bytes) -> bytes:
 def test_fat_binary_containers_are_skipped(rules):
     inside = fatbin_container(b"\0libcublas.so.12\0" * 4)
     data = b"\0libcuda.so.1\0".ljust(32, b"\0") + inside + inside + b"\0libnvrtc.so.12\0"
-    assert names(data, rules, "ELF", section=".data") == [("libcuda.so.1", "ascii", False), ("libnvrtc.so.12", "ascii", False)]
+    assert names(data, rules, "ELF", section=".data") == [("libcuda.so.1", "ascii", False),
+                                                          ("libnvrtc.so.12", "ascii", False)]
     # a container header whose size runs past the section is not a container
-    broken = b"\0" * 16 + (0xBA55ED50).to_bytes(4, "little") + b"\1\0\x10\0" + (1 << 40).to_bytes(8, "little") + b"\0libcuda.so.1\0"
+    broken = (b"\0" * 16 + (0xBA55ED50).to_bytes(4, "little") + b"\1\0\x10\0" + (1 << 40).to_bytes(8, "little")
+              + b"\0libcuda.so.1\0")
     assert names(broken, rules, "ELF") == [("libcuda.so.1", "ascii", False)]
 
 
@@ -207,30 +212,30 @@ def test_lzss_decoder_backreferences():
     # "abcabc": 3 literals then (distance 0, length 3) in short form;
     # then a long-form reference (7+7 bit distance) copying 4 bytes from further back.
     stream = bytes([0b0111, ord("a"), ord("b"), ord("c"), 0x00, 0x00])
-    assert _lzss(stream + b"\0" * 8, 0, len(stream) + 8)[0][:6] == b"abcabc"
+    assert lzss_decode(stream + b"\0" * 8, 0, len(stream) + 8)[0][:6] == b"abcabc"
     text = bytes(range(32, 128)) * 3  # 288 bytes: whole flag groups
     head = lzss_literals(text)
     # copy text[0:4] to the end: the copy ends 288 - 4 bytes before the output's end
     back = len(text) - 4 - 0x80
     ref = bytes([0b0, 0x80 | (back & 0x7F), 0x80 | (back >> 7), 4 - 3])
-    out, _ = _lzss(head + ref + b"\0" * 8, 0, len(head) + len(ref) + 8)
+    out, _ = lzss_decode(head + ref + b"\0" * 8, 0, len(head) + len(ref) + 8)
     assert out[:292] == text + text[:4]
     # the 2+7 bit form: distance 0x80 + 5, length 3 + 2
     ref = bytes([0b0, 0x80 | 5, 2])
-    out, _ = _lzss(head + ref + b"\0" * 8, 0, len(head) + len(ref) + 8)
+    out, _ = lzss_decode(head + ref + b"\0" * 8, 0, len(head) + len(ref) + 8)
     assert out[288:293] == text[288 - 0x85 - 5:288 - 0x85]
     # a reference before the start of the output ends decoding
-    assert _lzss(bytes([0b110, 0x41, 0x05, 0x01, 0, 0]), 0, 6)[0] == b""
+    assert lzss_decode(bytes([0b110, 0x41, 0x05, 0x01, 0, 0]), 0, 6)[0] == b""
 
 
 def _walked_lzss_candidates(buf, lo, hi):
     """The LZSS start candidates as a walk from NUL to NUL finds them (byname's own before it searched for them
     in C): the oracle of the test below."""
-    from cuda4amd.scan.read.byname import _FLAGS_OK, _ones
+    from cuda4amd.scan.read.byname.lzss import FLAGS_OK, ones
 
     aligned = lo + (-lo % 16)
-    flags = buf[aligned:hi:16].translate(_FLAGS_OK)
-    al = [aligned + 16 * k for k in _ones(flags)]
+    flags = buf[aligned:hi:16].translate(FLAGS_OK)
+    al = [aligned + 16 * k for k in ones(flags)]
     ai = 0
     pos = lo
     while pos < hi:
@@ -258,32 +263,32 @@ def _walked_lzss_candidates(buf, lo, hi):
 @example([0] * 16 + [7, 0x41, 0x41, 0x41], 0, 20)  # a boundary 4 bytes before the end, right after a NUL: left out
 @example([0x41] * 15 + [1, 7, 0x41, 0x41, 0x41], 0, 20)  # the same boundary after another byte: a candidate
 def test_lzss_candidates_are_those_of_a_walk_from_nul_to_nul(data, lo, hi):
-    from cuda4amd.scan.read.byname import _lzss_candidates
+    from cuda4amd.scan.read.byname.lzss import candidates
 
     buf = bytes(data)
     lo, hi = min(lo, len(buf)), min(max(lo, hi), len(buf))
-    assert list(_lzss_candidates(buf, lo, hi)) == list(_walked_lzss_candidates(buf, lo, hi))
+    assert list(candidates(buf, lo, hi)) == list(_walked_lzss_candidates(buf, lo, hi))
 
 
 @settings(max_examples=3000, deadline=None)
 @given(st.lists(st.sampled_from([0, 0, 1, 2, 3, 4, 7, 0x0F, 0x1F, 0x3F, 0x7F, 0xFF, 0x41, 0x80, 0x81, 0xC0]),
                 min_size=1, max_size=60), st.integers(0, 59))
 def test_a_decode_said_to_end_young_gives_fewer_than_16_bytes(data, start):
-    from cuda4amd.scan.read.byname import _ends_young
+    from cuda4amd.scan.read.byname.lzss import ends_young
 
     buf = bytes(data)
     start = min(start, len(buf) - 1)
-    if _ends_young(buf, start, len(buf)):
-        assert len(_lzss(buf, start, min(len(buf), start + 80))[0]) < 16
+    if ends_young(buf, start, len(buf)):
+        assert len(lzss_decode(buf, start, min(len(buf), start + 80))[0]) < 16
 
 
 def test_the_first_back_reference_decides_whether_a_decode_ends_young():
-    from cuda4amd.scan.read.byname import _ends_young
+    from cuda4amd.scan.read.byname.lzss import ends_young
 
     text = b"abcdefghijklmnopqrstuvwxyz"
-    assert _ends_young(bytes([0b0111]) + text[:3] + b"\x05\x00" + text, 0, 40)  # distance 5 from 3 bytes
-    assert not _ends_young(bytes([0b0111]) + text[:3] + b"\x00\x00" + text, 0, 40)  # copies them
-    assert not _ends_young(bytes([0xFF]) + text, 0, 40)  # eight literals: decoded
+    assert ends_young(bytes([0b0111]) + text[:3] + b"\x05\x00" + text, 0, 40)  # distance 5 from 3 bytes
+    assert not ends_young(bytes([0b0111]) + text[:3] + b"\x00\x00" + text, 0, 40)  # copies them
+    assert not ends_young(bytes([0xFF]) + text, 0, 40)  # eight literals: decoded
 
 
 def test_cython_lzss_table(rules):
@@ -299,7 +304,7 @@ def test_pe_directory_names_are_not_by_name_loads(rules, monkeypatch):
     """MSVC merges the import/export directories' DLL names into .rdata; they
     are skipped by file offset. Here: loader.dll's export name, renamed to a
     CUDA name of the same length, with .edata/.idata presented as .rdata."""
-    import cuda4amd.scan.read.byname as byname
+    from cuda4amd.scan.read.byname import find
 
     data = (BYNAME / "loader.dll").read_bytes()
     assert data.count(b"loader.dll\0") == 1
@@ -310,7 +315,7 @@ def test_pe_directory_names_are_not_by_name_loads(rules, monkeypatch):
         if s.name in (".idata", ".edata") else s for s in info.sections)})
     expected = triples(refs(BYNAME / "loader.dll", rules))
     assert triples(find_library_names(data, merged, rules)) == expected
-    monkeypatch.setattr(byname, "_pe_directory_names", lambda buf: set())
+    monkeypatch.setattr(find, "pe_directory_names", lambda buf: set())
     assert ("nvcuda.dll", "ascii", False) in triples(find_library_names(data, merged, rules))
 
 
@@ -363,18 +368,16 @@ def test_fuzz_cython_fixtures(rules, which, edits, cut, reparse):
 @given(st.binary(max_size=4096), st.sampled_from(["PE", "ELF"]))
 def test_fuzz_random_sections(rules, blob, fmt):
     data = b"\0" + ZLIB_MARKER + LZSS_MARKER + b"\0" + blob
-    try:
+    with contextlib.suppress(MalformedBinary):
         find_library_names(data, fake(data, fmt), rules)
-    except MalformedBinary:
-        pass
 
 
 def test_hostile_hit_count_is_capped(rules, monkeypatch):
-    import cuda4amd.scan.read.byname as byname
+    from cuda4amd.scan.read.byname import limits
 
-    monkeypatch.setattr(byname, "MAX_HITS", 1000)
+    monkeypatch.setattr(limits, "MAX_HITS", 1000)
     data = b".so" * 2000
-    with pytest.raises(MalformedBinary, match="'.dll'/'.so' strings"):
+    with pytest.raises(MalformedBinary, match=r"'\.dll'/'\.so' strings"):
         find_library_names(data, fake(data), rules)
 
 
@@ -423,13 +426,14 @@ def test_real_cupy_cython_zlib_tables(rules):
     """cupy 14.2.0 is built with Cython 3.2.4: zlib-compressed string tables.
     driver.pyx's table holds "libcuda.so.1" and "nvcuda.dll" glued together
     ("...driver.pyxlibcuda.so.1nvcuda.dll..."), found only by inflating it."""
-    from cuda4amd.scan.read.byname import PE_CONST_SECTIONS, _cython_tables, _ranges
+    from cuda4amd.scan.read.byname.cython import cython_tables
+    from cuda4amd.scan.read.byname.sections import PE_CONST_SECTIONS, ranges
 
     root = tree(CUPY)
     path = root / "cupy_backends/cuda/api/driver.cp312-win_amd64.pyd"
     data = path.read_bytes()
     assert b"_cython_3_2_4" in data and b"nvcuda.dll" not in data
-    tables = list(_cython_tables(data, _ranges(read_path(path), PE_CONST_SECTIONS, len(data))))
+    tables = list(cython_tables(data, ranges(read_path(path), PE_CONST_SECTIONS, len(data))))
     assert [encoding for encoding, _ in tables] == ["cython-zlib"]
     assert b"libcuda.so.1nvcuda.dll" in tables[0][1]
     assert triples(refs(path, rules)) == [("nvcuda.dll", "cython-zlib", False)]
@@ -438,7 +442,7 @@ def test_real_cupy_cython_zlib_tables(rules):
     without = []
     for pyd in sorted(root.rglob("*.pyd")):
         blob = pyd.read_bytes()
-        found = list(_cython_tables(blob, _ranges(read_path(pyd), PE_CONST_SECTIONS, len(blob))))
+        found = list(cython_tables(blob, ranges(read_path(pyd), PE_CONST_SECTIONS, len(blob))))
         assert len(found) <= 1
         if not found:
             without.append(pyd.name)

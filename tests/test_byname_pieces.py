@@ -1,4 +1,4 @@
-"""The by-name search in pieces (byname._pieces; the windowed container search is
+"""The by-name search in pieces (byname.sections.pieces; the windowed container search is
 tested with the rest of it, tests/test_byname_whole.py): cutting a segment at runs of
 NULs and handing back the pages behind changes no result, and the pages really are
 handed back."""
@@ -16,8 +16,10 @@ from hypothesis import strategies as st
 from cuda4amd.model import BinaryInfo, ImportedLibrary, Section
 from cuda4amd.scan.read import byname
 from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.byname import cython, sections
 from cuda4amd.scan.read.engine import mapped, read_buffer
 from cuda4amd.scan.read.fatbin import MAGIC_BYTES
+from cuda4amd.scan.read.pages import Pages
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 
@@ -30,7 +32,7 @@ def outcome(buf, info, rules, chunk: int | None, monkeypatch):
     """find_library_names' result (or its refusal) with search pieces of ``chunk`` bytes."""
     with monkeypatch.context() as m:
         if chunk is not None:
-            m.setattr(byname, "CHUNK", chunk)
+            m.setattr(sections, "CHUNK", chunk)
         try:
             return byname.find_library_names(buf, info, rules)
         except MalformedBinary as exc:
@@ -80,13 +82,14 @@ def test_the_markers_are_found_in_one_pass_over_the_pieces(monkeypatch, ranges, 
         at += len(part) + 1
     expected = tuple(any(buf.find(marker, lo, hi) >= 0 for lo, hi in spans)
                      for marker in (byname.ZLIB_MARKER, byname.LZSS_MARKER))
-    monkeypatch.setattr(byname, "CHUNK", chunk)
-    assert byname._cython_markers(buf, spans, byname.Pages(buf)) == expected
+    monkeypatch.setattr(sections, "CHUNK", chunk)
+    assert cython.cython_markers(buf, spans, Pages(buf)) == expected
 
 
 def real_binaries() -> list[Path]:
     """The fixtures' binaries (mingw-w64 and gcc builds) and this Python's own extension modules."""
-    found = [p for p in sorted(FIXTURES.rglob("*")) if p.is_file() and p.suffix.lower() in (".dll", ".exe", ".so", ".pyd")]
+    found = [p for p in sorted(FIXTURES.rglob("*"))
+             if p.is_file() and p.suffix.lower() in (".dll", ".exe", ".so", ".pyd")]
     dynload = Path(sysconfig.get_path("platstdlib")) / "lib-dynload"
     found += sorted(dynload.glob("*.so"))[:40]
     libdir = sysconfig.get_config_var("LIBDIR")
@@ -141,7 +144,7 @@ def test_the_pages_searched_are_handed_back(rules, tmp_path, monkeypatch):
     info = info_for("linux", len(data))
     results = {}
     for chunk in (1 << 20, 1 << 30):
-        monkeypatch.setattr(byname, "CHUNK", chunk)
+        monkeypatch.setattr(sections, "CHUNK", chunk)
         with mapped(path) as buf:
             results[chunk] = byname.find_library_names(buf, info, rules)
             results[chunk, "kb"] = resident_kb(path)

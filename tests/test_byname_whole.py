@@ -11,6 +11,9 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from cuda4amd.scan.read import byname, fatbin
+from cuda4amd.scan.read.byname import limits, names, patterns, sections, strings, tries
+from cuda4amd.scan.read.byname.limits import Budget
+from cuda4amd.scan.read.byname.strings import Seen
 from cuda4amd.scan.read.fatbin import MAGIC_BYTES
 
 
@@ -28,23 +31,22 @@ def walk(buf: bytes, lo: int, hi: int, ascii_words: set[bytes], wide_words: set[
             while k + 1 < hi and buf[k] != 0 and buf[k + 1] == 0:
                 k += 2
             text = buf[i + 2:k]
-            if text and k + 2 <= hi and buf[k:k + 2] == b"\0\0" and i + 2 >= first:
-                if text[0::2] in wide_words:
-                    found.append((i + 2, k, 2))
+            if text and k + 2 <= hi and buf[k:k + 2] == b"\0\0" and i + 2 >= first and text[0::2] in wide_words:
+                found.append((i + 2, k, 2))
     return sorted(found)
 
 
 def search(buf: bytes, lo: int, hi: int, passes, first: int):
-    return sorted(byname._whole_matches(buf, lo, hi, passes, first))
+    return sorted(tries.whole_matches(buf, lo, hi, passes, first))
 
 
 def plans(ascii_words: list[bytes], wide_words: list[bytes]):
     everything = [*ascii_words, *wide_words]
-    covers = {byname._cover(everything)}
+    covers = {tries.cover_of(everything)}
     for favourite in sorted(set(b"".join(everything))):  # each byte the cheapest once
-        covers.add(byname._cover(everything, {b: 0.1 if b == favourite else 1.0 + b / 256 for b in range(256)}))
-    return [byname._nul_passes(ascii_words, wide_words),
-            *(byname._anchored_passes(ascii_words, wide_words, cover) for cover in sorted(covers))]
+        covers.add(tries.cover_of(everything, {b: 0.1 if b == favourite else 1.0 + b / 256 for b in range(256)}))
+    return [tries.nul_passes(ascii_words, wide_words),
+            *(tries.anchored_passes(ascii_words, wide_words, cover) for cover in sorted(covers))]
 
 
 word = st.binary(min_size=1, max_size=4).map(lambda b: bytes(98 + x % 4 for x in b))  # over "bcde"
@@ -89,7 +91,7 @@ def test_real_patterns_at_section_edges_and_around_containers(rules):
         for lead in (b"", b"\0", b"x\0"):
             buf = lead + text
             lo = len(lead)
-            for a, b in byname._segments(buf, lo, len(buf)):
+            for a, b in sections.segments(buf, lo, len(buf)):
                 expected = walk(buf, max(0, a - 2), b, ascii_words, wide_words, a)
                 assert expected, (text, lead)
                 whole = mine.whole
@@ -102,19 +104,19 @@ def test_a_plan_is_chosen_from_the_data(rules):
     """Big NUL-dense data gets the anchored plan, big text the NUL-led one;
     both give the same names (the other tests)."""
     mine = byname.NamePatterns(rules).for_platform("linux", False)
-    dense = (b"\0" * 24 + b"some_symbol_name") * (byname.PLAN_MIN // 40 + 1)
-    text = b"lorem ipsum dolor sit amet, consectetur adipiscing elit " * (byname.PLAN_MIN // 56 + 1)
+    dense = (b"\0" * 24 + b"some_symbol_name") * (patterns.PLAN_MIN // 40 + 1)
+    text = b"lorem ipsum dolor sit amet, consectetur adipiscing elit " * (patterns.PLAN_MIN // 56 + 1)
     assert mine.whole.plan(dense, [(0, len(dense))])[0] is not mine.whole.nul()
     assert mine.whole.plan(text, [(0, len(text))])[0] is mine.whole.nul()
 
 
 def test_version_templates_of_an_nvidia_library(rules):
-    """``_holds_whole`` keeps ``buf.find(b"\\0" + template + b"\\0", lo, hi)``'s bounds."""
+    """``tries.holds_whole`` keeps ``buf.find(b"\\0" + template + b"\\0", lo, hi)``'s bounds."""
     mine = byname.NamePatterns(rules).for_platform("linux", False)
     buf = b"\0%s.%d\0"
-    assert byname._holds_whole(buf, [(0, len(buf))], mine.versioning)
-    assert not byname._holds_whole(buf, [(1, len(buf))], mine.versioning)  # its NUL before the range
-    assert not byname._holds_whole(buf, [(0, len(buf) - 1)], mine.versioning)  # its NUL after the range
+    assert tries.holds_whole(buf, [(0, len(buf))], mine.versioning)
+    assert not tries.holds_whole(buf, [(1, len(buf))], mine.versioning)  # its NUL before the range
+    assert not tries.holds_whole(buf, [(0, len(buf) - 1)], mine.versioning)  # its NUL after the range
 
 
 marker_piece = st.one_of(
@@ -136,11 +138,11 @@ def test_markers_are_seen_as_a_find_over_the_whole_range_sees_them(rules, pieces
     mine = byname.NamePatterns(rules).for_platform("linux", False)
     passes, marked = mine.whole.anchored(mine.whole.default)
     assert marked
-    segments = {(lo, hi): list(byname._segments(buf, lo, hi))}
-    seen = byname._Seen(set())
-    byname._scan_whole(buf, segments[(lo, hi)], mine, passes, seen, byname._Budget())
+    segments = {(lo, hi): list(sections.segments(buf, lo, hi))}
+    seen = Seen(set())
+    strings.scan_whole(buf, segments[(lo, hi)], mine, passes, seen, Budget())
     for marker in (byname.ZLIB_MARKER, byname.LZSS_MARKER):
-        assert byname._marker_in(buf, marker, [(lo, hi)], segments, seen) == (buf.find(marker, lo, hi) >= 0)
+        assert strings.marker_in(buf, marker, [(lo, hi)], segments, seen) == (buf.find(marker, lo, hi) >= 0)
 
 
 def segments_by_find(buf: bytes, lo: int, hi: int):
@@ -153,7 +155,7 @@ def segments_by_find(buf: bytes, lo: int, hi: int):
         if m + 16 <= hi:
             _ver, hsize, rest = struct.unpack_from("<HHQ", buf, m + 4)
             if hsize == 16 and 0 < rest <= hi - m - 16:
-                if m - pos >= byname.MIN_GAP:
+                if m - pos >= sections.MIN_GAP:
                     out.append((pos, m))
                 pos = search = m + 16 + rest
                 continue
@@ -188,7 +190,7 @@ def test_containers_are_found_as_bytes_find_finds_them(monkeypatch, pieces, cut_
     magics = fatbin.Magics(buf)
     for at, end in before:
         magics.next(min(at, len(buf)), min(max(at, end), len(buf)))
-    assert list(byname._segments(buf, lo, hi, magics)) == segments_by_find(buf, lo, hi)
+    assert list(sections.segments(buf, lo, hi, magics)) == segments_by_find(buf, lo, hi)
 
 
 @settings(max_examples=600, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
@@ -205,7 +207,8 @@ def test_each_next_magic_is_the_first_bytes_find_finds(monkeypatch, pieces, ques
     for at, hi in questions:
         at, hi = min(at, len(buf)), min(max(at, hi), len(buf))
         assert magics.next(at, hi) == buf.find(MAGIC_BYTES, at, hi), (at, hi)
-    assert magics.starts == sorted(magics.starts) and all(a < b for a, b in zip(magics.starts, magics.ends))
+    assert magics.starts == sorted(magics.starts)
+    assert all(a < b for a, b in zip(magics.starts, magics.ends, strict=True))
 
 
 @pytest.mark.parametrize("questions", [
@@ -227,7 +230,7 @@ def test_a_container_at_a_chunks_start_is_found_once_the_regex_has_taken_over(mo
     monkeypatch.setattr(fatbin, "MAGIC_MISSES", 0)
     monkeypatch.setattr(fatbin, "CHUNK", 4)
     buf = b"\0\0\0" + MAGIC_BYTES[-1:] + container(b"x" * 8) + b"y" * 20
-    assert list(byname._segments(buf, 0, len(buf), fatbin.Magics(buf))) == segments_by_find(buf, 0, len(buf))
+    assert list(sections.segments(buf, 0, len(buf), fatbin.Magics(buf))) == segments_by_find(buf, 0, len(buf))
     assert segments_by_find(buf, 0, len(buf)) == [(len(buf) - 20, len(buf))]
 
 
@@ -259,21 +262,21 @@ def merged_agrees(rules, platform: str, utf16: bool, buf: bytes) -> None:
     mine = byname.NamePatterns(rules).for_platform(platform, utf16)
     everything = [*mine.whole.ascii_words, *mine.whole.wide_words]
     # "." the cheapest and few bytes before a "." in the cover: "%s.%d" is found at its "." (no suffix there)
-    cover = byname._cover(everything, {b: 0.0 if b == ord(".") else 1.0 if chr(b) in "bcni46_" else 100.0
+    cover = tries.cover_of(everything, {b: 0.0 if b == ord(".") else 1.0 if chr(b) in "bcni46_" else 100.0
                                        for b in range(256)})
     passes, _ = mine.whole.anchored(cover)
     dot = [p for p in passes if p[0].pattern.startswith(b"\\.")]
     assert len(dot) == 1
     rest = tuple(p for p in passes if p is not dot[0])
-    segments = list(byname._segments(buf, 0, len(buf)))
-    classify = byname._Classifier(rules, platform)
+    segments = list(sections.segments(buf, 0, len(buf)))
+    classify = names.Classifier(rules, platform)
     results = []
     for merged, whole in ((None, passes), (mine.whole.merged(dot[0]), rest)):
         found: set = set()
-        seen = byname._Seen(set())
-        budget = byname._Budget()
-        byname._scan_data(buf, segments, mine, classify, set(), found, seen, budget, merged)
-        byname._scan_whole(buf, segments, mine, whole, seen, budget)
+        seen = Seen(set())
+        budget = Budget()
+        strings.scan_data(buf, segments, mine, classify, set(), found, seen, budget, merged)
+        strings.scan_whole(buf, segments, mine, whole, seen, budget)
         results.append((found, seen, budget.hits))
     assert results[0] == results[1]
 
@@ -284,7 +287,7 @@ def test_hostile_marker_copies_are_capped(rules, monkeypatch):
     from cuda4amd.model import BinaryInfo, Section
     from cuda4amd.scan.read.binview import MalformedBinary
 
-    monkeypatch.setattr(byname, "MAX_MARKERS", 10)
+    monkeypatch.setattr(limits, "MAX_MARKERS", 10)
     data = (b"\0" + byname.ZLIB_MARKER) * 20
     info = BinaryInfo(format="ELF", machine="x86_64", bits=64, kind="dll", undefined_symbols=("dlopen",),
                       sections=(Section(".rodata", 0, len(data), 0, len(data)),))
@@ -299,11 +302,11 @@ def test_hostile_marker_copies_are_capped(rules, monkeypatch):
 def test_the_suffix_regex_starts_with_the_bytes_the_merged_pass_lets_through():
     import re
 
-    body = re.compile(byname._HIT_BODY)
+    body = re.compile(names.HIT_BODY)
     for byte in range(256):
         for tail in (b"ll", b"LL", b"lL", b"o", b"\0l\0l\0", b"\0L\0L\0", b"\0o\0"):
             if body.match(bytes([byte]) + tail):
-                assert byte in byname._HIT_FIRST
+                assert byte in names.HIT_FIRST
 
 
 def test_no_plan_is_compiled_before_a_binary_needs_one(rules):

@@ -39,7 +39,8 @@ Where containers are found
   without gaps).
 * Wrapper sections (PE ``.nvFatBi``, ELF ``.nvFatBinSegment``) hold
   ``__fatBinC_Wrapper_t {int magic 0x466243B1; int version; const void *data;
-  void *filename_or_fatbins}`` records (24 bytes on 64-bit, 16 on 32-bit).
+  void *filename_or_fatbins}`` records (24 bytes on 64-bit, 16 on 32-bit),
+  back to back or with zero padding between them.
   ``data`` is a virtual address (PE: ImageBase + RVA) mapped to a file offset
   through the section table. Version 1 is a plain module (``data`` →
   ``.nv_fatbin``, or → ``__nv_relfatbin`` for an ``-rdc`` object's
@@ -716,18 +717,37 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
 
 
 def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes, section: str) -> None:
-    """A wrapper section holds wrapper records back to back (nvcc's
-    __nv_fatbinwrapper: magic, version, data pointer, unused pointer) and
-    zero padding; anything else is a damaged wrapper, which the CUDA runtime
-    refuses to register (__cudaRegisterFatBinary checks the magic)."""
+    """A wrapper section holds wrapper records (nvcc's __nv_fatbinwrapper:
+    magic, version, data pointer, unused pointer) and zero padding before,
+    between or after them: each object file's record is its own contribution
+    to the section, placed at that contribution's alignment (PE/COFF
+    IMAGE_SCN_ALIGN_*; a 24-byte record aligned to 16 leaves 8 zero bytes),
+    and the runtime is handed each record's own address (nvcc's host stub:
+    ``__cudaRegisterFatBinary((void*)&__fatDeviceText)``), never a walk of
+    the section. A record starts at a 4-byte aligned offset (as
+    _follow_wrappers reads them); anything else is a damaged wrapper, which
+    the CUDA runtime refuses to register (__cudaRegisterFatBinary checks the
+    magic)."""
     if (end - start) // record > MAX_WRAPPERS:
         raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
-    for pos in range(start, end - record + 1, record):
+    pos = start
+    while pos <= end - record:
         head = bytes(buf[pos:pos + 4])
-        if head != wmagic and bytes(buf[pos:pos + record]).strip(b"\0"):
-            raise MalformedBinary(
-                f"fat binary wrapper at {pos:#x} in {section} has magic {head.hex()}, not {wmagic.hex()}: "
-                f"a damaged wrapper; the CUDA runtime would not register its kernels")
+        if head == wmagic:
+            pos += record
+            continue
+        window = bytes(buf[pos:pos + record])
+        body = window.lstrip(b"\0")
+        if not body:
+            pos += record
+            continue
+        after = pos + len(window) - len(body)  # a record after zero padding, at an aligned offset
+        if (after - start) & 3 == 0 and after + record <= end and buf[after:after + 4] == wmagic:
+            pos = after
+            continue
+        raise MalformedBinary(
+            f"fat binary wrapper at {pos:#x} in {section} has magic {head.hex()}, not {wmagic.hex()}: "
+            f"a damaged wrapper; the CUDA runtime would not register its kernels")
 
 
 def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None) -> KernelReport:
