@@ -14,6 +14,8 @@ from __future__ import annotations
 import codecs
 import contextlib
 import io
+import posixpath
+import re
 from typing import IO, TYPE_CHECKING
 
 from cuda4amd.report.document import headline
@@ -138,6 +140,11 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
         # the packages lead; of their files, only the ones that are not ready follow
         cuda = [b for b in cuda if b["verdict"] != "ready" or not b.get("distribution")]
     if cuda:
+        # a venv's binaries all sit under lib/python3.X/site-packages/: said once, not in every row
+        below = _site_packages_of([b["path"] for b in cuda])
+        if below:
+            console.print(Text(f"binaries below {below}/", style="dim"))
+            cuda = [{**b, "path": b["path"][len(below) + 1:]} for b in cuda]
         _print_binaries(console, cuda, verbose)
 
     from cuda4amd.evidence.render import console_lines
@@ -195,10 +202,24 @@ def _print_packages(console: Console, packages: list[dict], verbose: bool, by_pa
     console.print(table)
 
 
+def _site_packages_of(paths: list[str]) -> str:
+    """The site-packages folder every one of `paths` (the report's, /-separated) lies below, or ""."""
+    folders = [posixpath.dirname(path) for path in paths]
+    try:
+        shared = posixpath.commonpath(folders).split("/") if all(folders) else []
+    except ValueError:  # relative and absolute paths (libraries found through --search-path)
+        return ""
+    lowered = [name.lower() for name in shared]
+    if "site-packages" not in lowered:
+        return ""
+    return "/".join(shared[:len(lowered) - lowered[::-1].index("site-packages")])
+
+
 def _details(binary: dict) -> list:
     from rich.text import Text
 
     lines = []
+    said = "\n".join(binary["reasons"])
     for dep in binary["dependencies"]:
         if dep.get("family") is None:
             continue
@@ -209,9 +230,12 @@ def _details(binary: dict) -> list:
         lines.append(Text(f"· {dep['name']} [{dep['load']}] {dep['family']} → {dep.get('route')}: {where}",
                           style="cyan"))
         for state in ("stub", "missing"):
-            names = (dep.get("symbols") or {}).get(state)
-            if names:
-                lines.append(Text(f"    {state}: {', '.join(names)}",
+            names = (dep.get("symbols") or {}).get(state) or []
+            # the reasons above name the first few already: only the others, so no list is read twice
+            unsaid = [name for name in names if not re.search(rf"\b{re.escape(name)}\b", said)]
+            if unsaid:
+                also = f" (and the {len(names) - len(unsaid)} named above)" if len(unsaid) < len(names) else ""
+                lines.append(Text(f"    {state}: {', '.join(unsaid)}{also}",
                                   style=STYLE["degraded" if state == "stub" else "blocked"]))
     for note in binary.get("notes") or []:
         lines.append(Text(f"note: {note}", style="dim"))
