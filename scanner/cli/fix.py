@@ -112,8 +112,10 @@ def undo(target: str, force: bool) -> None:
     if not outcome.found:
         click.echo(f"nothing to undo: no cuda4amd fix in {root}")
         sys.exit(0)
-    click.echo(f"restored {len(outcome.restored)} files, removed {len(outcome.removed)} added files and folders "
-               f"in {root}")
+    from cuda4amd.report.words import counted
+
+    click.echo(f"restored {counted(len(outcome.restored), 'file')}, removed "
+               f"{counted(len(outcome.removed), 'added file or folder', 'added files and folders')} in {root}")
     for line in outcome.kept + outcome.errors:
         click.echo(f"  not undone: {line}", err=True)
     if not outcome.complete:

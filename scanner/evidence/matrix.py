@@ -32,6 +32,7 @@ from cuda4amd.evidence.levels import LEVELS, rank
 from cuda4amd.evidence.record import read_json_file
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.markdown import text
+from cuda4amd.report.words import counted
 
 __all__ = ["COLUMNS", "SCHEMA", "fold", "load_reports", "to_csv", "to_markdown"]
 
@@ -162,7 +163,7 @@ def to_markdown(matrix: dict[str, Any]) -> str:
     for r in matrix["rows"]:
         lines.append("| " + " | ".join(_cell(r[c]) for c in COLUMNS) + " |")
     if matrix["skipped"]:
-        lines += ["", f"{len(matrix['skipped'])} file(s) skipped:", ""]
+        lines += ["", f"{counted(len(matrix['skipped']), 'file')} skipped:", ""]
         lines += [f"- {_cell(s['source'])}: {_cell(s['reason'])}" for s in matrix["skipped"]]
     return "\n".join(lines) + "\n"
 

@@ -21,6 +21,7 @@ from dataclasses import dataclass
 from cuda4amd.host.detect import override_gfx
 from cuda4amd.host.report import HostReport
 from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
+from cuda4amd.report.words import counted
 from cuda4amd.rules.gpus import GpuProfiles, gfx_major
 from cuda4amd.rules.loader import RuleSet, load_rules
 
@@ -318,7 +319,7 @@ def _sdk_checks(host: HostReport, profiles: GpuProfiles, libraries: Mapping[str,
             files = ks.files.get(gfx, ())
             if ks.has(gfx):
                 shown = ", ".join(f for f in files if "lazy" in f or f.startswith("Kernels"))[:160]
-                checks.append(Check("library", "ok", f"{text}; {len(files)} kernel file(s) for {gfx}"
+                checks.append(Check("library", "ok", f"{text}; {counted(len(files), 'kernel file')} for {gfx}"
                                     + (f" ({shown})" if shown else "")))
             else:
                 prof = profiles.get(gfx)

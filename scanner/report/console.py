@@ -21,6 +21,7 @@ from typing import IO, TYPE_CHECKING
 from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
+from cuda4amd.report.words import counted
 
 if TYPE_CHECKING:
     from rich.console import Console
@@ -123,7 +124,8 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
     if quiet:
         return
     console.print(Text(
-        f"{summary['binaries']} binaries in {summary['files']} files: {summary['cuda_binaries']} use CUDA — "
+        f"{counted(summary['binaries'], 'binary', 'binaries')} in {counted(summary['files'], 'file')}: "
+        f"{summary['cuda_binaries']} {'uses' if summary['cuda_binaries'] == 1 else 'use'} CUDA — "
         f"{summary['ready']} ready, {summary['degraded']} degraded, {summary['blocked']} blocked"
         + (f"; {summary['errors']} could not be read" if summary["errors"] else ""),
         style="dim",
@@ -152,7 +154,7 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
     for line in console_lines(doc):
         console.print(Text(line, style="dim"))
     if doc["errors"]:
-        console.print(Text(f"{len(doc['errors'])} file(s) could not be read:", style="bold"))
+        console.print(Text(f"{counted(len(doc['errors']), 'file')} could not be read:", style="bold"))
         for error in doc["errors"]:
             console.print(Text(f"  {error['path']}: {error['message']}"))
 

@@ -34,6 +34,7 @@ from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import headline
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
+from cuda4amd.report.words import counted
 
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
@@ -125,10 +126,6 @@ def _listed(items: list[Any], limit: int, render: Callable[[Any], str] = code) -
     return ", ".join(shown) + (f" … and {rest} more" if rest else "")
 
 
-def _plural(n: int, word: str, plural: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (plural or word + 's')}"
-
-
 def _table(header: Iterable[str], rows: list[list[str]]) -> str:
     header = list(header)
     lines = ["| " + " | ".join(header) + " |", "| " + " | ".join("---" for _ in header) + " |"]
@@ -203,8 +200,8 @@ class _Report:
         )
         lines.append("")
         counts = (
-            f"{_plural(summary.get('binaries', 0), 'binary', 'binaries')} in "
-            f"{_plural(summary.get('files', 0), 'file')}: "
+            f"{counted(summary.get('binaries', 0), 'binary', 'binaries')} in "
+            f"{counted(summary.get('files', 0), 'file')}: "
             f"{summary.get('cuda_binaries', 0)} use CUDA — {summary.get('ready', 0)} ready, "
             f"{summary.get('degraded', 0)} degraded, {summary.get('blocked', 0)} blocked"
         )
@@ -236,7 +233,7 @@ class _Report:
                          else "No binaries were found.")
         no_cuda = len(self.binaries) - len(self.cuda)
         if no_cuda and self.cuda:
-            parts.append(f"{_plural(no_cuda, 'binary', 'binaries')} without CUDA not listed.")
+            parts.append(f"{counted(no_cuda, 'binary', 'binaries')} without CUDA not listed.")
         return "\n\n".join(parts)
 
     @staticmethod
@@ -311,7 +308,7 @@ class _Report:
         parts = ["## CUDA binaries"]
         parts += sections
         if omitted:
-            parts.append(f"… {_plural(omitted, 'more binary', 'more binaries')} left out to keep this report under "
+            parts.append(f"… {counted(omitted, 'more binary', 'more binaries')} left out to keep this report under "
                          f"GitHub's {GITHUB_LIMIT:,}-character limit; the JSON report (`--format json`) has them all.")
         if skipped_ready:
             parts.append(f"Ready ({len(skipped_ready)}): " + _listed([b["path"] for b in skipped_ready], level.rows))
@@ -635,7 +632,7 @@ class _Diagram:
                 left = sum(len(n.members) for k, n in nodes.items() if k not in kept_nodes and n.shape == "box")
                 nodes, edges = kept_nodes, kept_edges
                 notes.append("only the blocked and degraded binaries and what they load are drawn"
-                             + (f" ({_plural(left, 'ready binary', 'ready binaries')} left out)" if left else ""))
+                             + (f" ({counted(left, 'ready binary', 'ready binaries')} left out)" if left else ""))
         if len(nodes) > max_nodes:
             nodes, edges = self._merge(nodes, edges, self._by_family)
             notes.append("libraries are drawn per family and route")
@@ -780,9 +777,9 @@ class _Diagram:
                  "are imports, dashed ones libraries loaded by name at run time (\"delay\": delay-loaded imports)."]
         left_out = []
         if no_cuda:
-            left_out.append(_plural(no_cuda, "binary", "binaries") + " without CUDA")
+            left_out.append(counted(no_cuda, "binary", "binaries") + " without CUDA")
         if skipped:
-            left_out.append(_plural(skipped, "non-CUDA dependency", "non-CUDA dependencies"))
+            left_out.append(counted(skipped, "non-CUDA dependency", "non-CUDA dependencies"))
         if left_out:
             parts.append("Left out: " + " and ".join(left_out) + ".")
         if notes:
