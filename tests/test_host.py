@@ -88,7 +88,7 @@ def test_windows_rx7900xtx_hipsdk64_is_ready(win):
 
     gaps = host_gaps(host, set(REDIRECTED_FAMILIES))
     assert gaps == {"driver_api": [], "blas": [], "blaslt": [], "sparse": [], "fft": [],
-                    "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include"]}
+                    "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: install a HIP SDK (ROCm) release that ships MIOpen"]}
     ready = readiness(host)
     assert ready.level == "ready"
     assert ready.headline.startswith("READY: AMD Radeon RX 7900 XTX (gfx1100) with HIP SDK 6.4")
@@ -109,8 +109,10 @@ def test_windows_rx6700xt_gfx1031_has_no_rocblas_kernels(win):
     assert host.gpu.gfx == "gfx1031"
     gaps = host_gaps(host, {"driver_api", "blas", "blaslt", "sparse"})
     assert gaps["driver_api"] == []
-    assert gaps["blas"] == ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"]
-    assert gaps["blaslt"] == ["cuBLASLt calls go to hipBLASLt, which has no kernels for gfx1031"]
+    assert gaps["blas"] == ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"
+                           ": add third-party Tensile kernels for gfx1031 to the SDK's bin\\rocblas\\library"]
+    assert gaps["blaslt"] == ["cuBLASLt calls go to hipBLASLt, which has no kernels for gfx1031: install a HIP SDK (ROCm) "
+                              "release with hipBLASLt kernels for gfx1031"]
     assert gaps["sparse"] == []
     ready = readiness(host)
     assert ready.level == "partial"
@@ -171,7 +173,7 @@ def test_windows_display_adapters_as_last_resort(win):
                                                              ("cim", "ok")]
     ready = readiness(host)
     assert ready.level == "partial"  # no HIP SDK: the libraries are missing, the driver side is fine
-    assert host_gaps(host, {"blas"}) == {"blas": ["cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found"]}
+    assert host_gaps(host, {"blas"}) == {"blas": ["cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found; install the HIP SDK"]}
     assert any("HIP device order is unknown" in c.text for c in ready.checks)
 
 
@@ -200,8 +202,8 @@ def test_windows_without_hip_path(win):
     sdk = host.sdk
     assert sdk.found_by == ("%ProgramFiles%\\AMD\\ROCm",)
     gaps = host_gaps(host, {"blas"})
-    assert gaps["blas"] == ["ZLUDA finds rocBLAS next to itself or through HIP_PATH, which is not set "
-                            f"(the HIP SDK is in {SDK64})"]
+    assert gaps["blas"] == ["ZLUDA finds rocBLAS next to itself or through HIP_PATH, which is not set: "
+                            f"set HIP_PATH={SDK64}"]
     check = next(c for c in readiness(host).checks if c.topic == "hip-sdk" and c.status == "warning")
     assert check.next_step == f"set HIP_PATH={SDK64}\\ (the HIP SDK installer normally does)"
 
@@ -215,7 +217,7 @@ def test_windows_two_sdks_hip_path_decides(win):
     assert "hipblaslt" in {k for k, st in host.sdks[1].libraries.items() if st.present}
     gaps = host_gaps(host, {"blas", "blaslt"})
     assert gaps["blas"] == []
-    assert gaps["blaslt"] == ["cuBLASLt calls go to hipBLASLt, which this HIP SDK (5.7, Windows) does not include"]
+    assert gaps["blaslt"] == ["cuBLASLt calls go to hipBLASLt, which this HIP SDK (5.7, Windows) does not include: install a HIP SDK (ROCm) release that ships hipBLASLt"]
     assert any(c.text.startswith("also installed: 6.4") for c in readiness(host).checks)
 
 
@@ -224,7 +226,7 @@ def test_windows_gfx1150_needs_a_newer_sdk(win):
     host = detect_host(win(hip=hip))
     assert host.gpu.integrated is True
     assert host_gaps(host, {"driver_api"})["driver_api"] == [
-        "gfx1150 needs HIP SDK 7.2 or newer on Windows; this one is 6.4"]
+        "gfx1150 needs HIP SDK 7.2 or newer on Windows; this one is 6.4: install HIP SDK 7.2 or newer"]
 
 
 def test_windows_no_runtime_no_sdk_no_tools(win):
@@ -286,7 +288,9 @@ def test_linux_kfd_and_rocminfo(linux):
     assert (host.hip_runtime.library, host.hip_runtime.source) == ("libamdhip64.so", "rocm")
     gaps = host_gaps(host, {"driver_api", "blas", "dnn"})
     assert gaps == {"driver_api": [], "dnn": [],
-                    "blas": ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"]}
+                    "blas": ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"
+                             ": add third-party Tensile kernels for gfx1031 to the SDK's lib/rocblas/library, or set "
+                             "HSA_OVERRIDE_GFX_VERSION=10.3.0"]}
     lib = next(c for c in readiness(host).checks if c.text.startswith("rocBLAS"))
     assert lib.next_step.endswith("or set HSA_OVERRIDE_GFX_VERSION=10.3.0")
 
@@ -299,7 +303,8 @@ def test_linux_override_borrows_gfx1030_kernels(linux):
     assert any(c.topic == "environment" and "gfx1030" in c.text for c in readiness(host).checks)
     assert readiness(host).level == "partial"  # hipBLASLt has no gfx1030 kernels in this ROCm
     assert host_gaps(host, {"blaslt"})["blaslt"] == [
-        "cuBLASLt calls go to hipBLASLt, which has no kernels for gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)"]
+        "cuBLASLt calls go to hipBLASLt, which has no kernels for gfx1030 (HSA_OVERRIDE_GFX_VERSION=10.3.0)"
+        ": install a HIP SDK (ROCm) release with hipBLASLt kernels for gfx1030"]
 
 
 def test_linux_kfd_without_rocm(linux):
@@ -461,8 +466,9 @@ def test_recorded_report_judges_another_machine():
     }
     host = HostReport.from_dict(data)
     assert host_gaps(host, {"blas", "dnn", "solver"}) == {
-        "blas": ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"],
-        "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include"]}
+        "blas": ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"
+                 ": add third-party Tensile kernels for gfx1031 to the SDK's bin\\rocblas\\library"],
+        "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: install a HIP SDK (ROCm) release that ships MIOpen"]}
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
@@ -542,8 +548,8 @@ def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_pa
 
     host = detect_host(win(sdk_root=False))
     gaps = find_gaps(host, ["driver_api", "blas", "dnn", "fft", "solver"])
-    assert gaps == [Gap("blas", "no-hip-sdk", "cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found"),
-                    Gap("dnn", "no-hip-sdk", "cuDNN calls go to MIOpen, which needs the HIP SDK: none was found")]
+    assert gaps == [Gap("blas", "no-hip-sdk", "cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found; install the HIP SDK"),
+                    Gap("dnn", "no-hip-sdk", "cuDNN calls go to MIOpen, which needs the HIP SDK: none was found; install the HIP SDK")]
     assert all(g.code in GAP_CODES for g in gaps)
     unset = detect_host(win(env={}))  # the SDK is there, HIP_PATH is not
     assert {g.code for g in find_gaps(unset, ["blas"])} == {"hip-path-unset"}
@@ -563,4 +569,4 @@ def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_pa
     custom = load_rules([extra])
     assert family_libraries(custom)["acme_blas"] == ("ACME BLAS", "rocblas")
     assert find_gaps(host, ["acme_blas"], rules=custom) == [
-        Gap("acme_blas", "no-hip-sdk", "ACME BLAS calls go to rocBLAS, which needs the HIP SDK: none was found")]
+        Gap("acme_blas", "no-hip-sdk", "ACME BLAS calls go to rocBLAS, which needs the HIP SDK: none was found; install the HIP SDK")]

@@ -41,10 +41,11 @@ def test_gfx1031_has_no_rocblas_kernels(tmp_path):
     assert report["host"]["gpus"][0]["gfx"] == "gfx1031"
     render = binaries["render.dll"]
     assert render["verdict"] == "blocked"
-    assert render["reasons"][0] == "this host: cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"
+    assert render["reasons"][0] == "this host: cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)" \
+        ": add third-party Tensile kernels for gfx1031 to the SDK's bin\\rocblas\\library"
     assert binaries["tool.exe"]["verdict"] == "blocked"  # it needs render.dll
     denoise = binaries["plugins/denoise.dll"]
-    assert denoise["reasons"] == ["this host: cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include"]
+    assert denoise["reasons"] == ["this host: cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: install a HIP SDK (ROCm) release that ships MIOpen"]
     assert report["verdict"] == "blocked"
 
 

@@ -106,7 +106,8 @@ def _driver_gaps(host: HostReport, profiles: GpuProfiles) -> list[Gap]:
     if (prof is not None and host.platform == "windows" and prof.min_windows_hip_sdk and sdk is not None
             and sdk.version and version_key(sdk.version) < version_key(prof.min_windows_hip_sdk)):
         reasons.append(Gap("driver_api", "hip-sdk-too-old", f"{prof.gfx} needs HIP SDK {prof.min_windows_hip_sdk} "
-                                                            f"or newer on Windows; this one is {sdk.version}"))
+                                                            f"or newer on Windows; this one is {sdk.version}: "
+                                                            f"install HIP SDK {prof.min_windows_hip_sdk} or newer"))
     return reasons
 
 
@@ -116,9 +117,10 @@ def _library_gaps(host: HostReport, family: str, cuda: str, key: str, profiles: 
     lead = f"{cuda} calls go to {amd}"
     if sdk is None:
         what = "the HIP SDK" if host.platform == "windows" else "ROCm"
-        return [Gap(family, "no-hip-sdk", f"{lead}, which needs {what}: none was found")]
+        return [Gap(family, "no-hip-sdk", f"{lead}, which needs {what}: none was found; install {what}")]
     if not sdk.has(key):
-        return [Gap(family, "library-missing", f"{lead}, which this HIP SDK ({sdk.label}) does not include")]
+        return [Gap(family, "library-missing", f"{lead}, which this HIP SDK ({sdk.label}) does not include: "
+                                               f"install a HIP SDK (ROCm) release that ships {amd}")]
     reasons = []
     gfx, override = effective_gfx(host)
     if key in KERNEL_LIBRARIES and gfx is not None:
@@ -126,18 +128,23 @@ def _library_gaps(host: HostReport, family: str, cuda: str, key: str, profiles: 
         if ks is None or ks.dir is None:
             reasons.append(Gap(family, "kernel-folder-missing", f"{lead}, whose per-arch kernel folder "
                                                                  f"({KERNEL_LIBRARIES[key]}) is missing from this HIP "
-                                                                 f"SDK ({sdk.label})"))
+                                                                 f"SDK ({sdk.label}): reinstall it with {amd}"))
         elif not ks.has(gfx):
             text = f"{lead}, which has no kernels for {gfx}"
             if override:
                 text += f" (HSA_OVERRIDE_GFX_VERSION={override})"
             prof = profiles.get(gfx)
             if key == "rocblas" and prof is not None and not prof.official_rocblas(host.platform):
-                text += " (AMD ships none for this GPU)"
+                text += (f" (AMD ships none for this GPU): add third-party Tensile kernels for {gfx} to the SDK's "
+                         f"{ks.dir}")
+            else:
+                text += f": install a HIP SDK (ROCm) release with {amd} kernels for {gfx}"
+            if prof is not None and prof.linux_override and host.platform == "linux" and not override:
+                text += f", or set HSA_OVERRIDE_GFX_VERSION={prof.linux_override}"
             reasons.append(Gap(family, "no-kernels", text))
     if host.platform == "windows" and "HIP_PATH" not in sdk.found_by:
         reasons.append(Gap(family, "hip-path-unset", f"ZLUDA finds {amd} next to itself or through HIP_PATH, which "
-                                                     f"is not set (the HIP SDK is in {sdk.root})"))
+                                                     f"is not set: set HIP_PATH={sdk.root}"))
     return reasons
 
 
