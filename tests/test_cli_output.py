@@ -90,7 +90,7 @@ def test_diff_says_each_change_once_and_collapses_repeats():
 
 def test_release_tags_in_help_and_no_install_path_in_errors():
     from cuda4amd.cli.scan import shipped_release_tags
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     tags = shipped_release_tags()
     assert "v6" in tags and "releases" not in tags

@@ -40,7 +40,7 @@ XTX = HipRuntimeResult(library="amdhip64_6.dll", version="6.2.41512",
 
 @pytest.fixture(scope="module")
 def rules():
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     return load_rules()
 
@@ -538,7 +538,7 @@ def test_gfx_outside_the_profiles(win):
 
 def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_path):
     from cuda4amd.host.gaps import GAP_CODES, Gap, family_libraries, find_gaps
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     host = detect_host(win(sdk_root=False))
     gaps = find_gaps(host, ["driver_api", "blas", "dnn", "fft", "solver"])

@@ -16,7 +16,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuda4amd.cli import main
-from cuda4amd.rules.loader import load_rules
+from cuda4amd.rules.ruleset import load_rules
 from cuda4amd.trace.explain import explain, family_of
 from cuda4amd.trace.read import TraceError, open_trace, parse_log
 
