@@ -463,6 +463,16 @@ def test_load_rules_is_fast() -> None:
     assert best < 0.1, f"load_rules() took {best * 1000:.1f} ms"
 
 
+def test_the_speed_figures_are_made_by_a_tool() -> None:
+    """docs/rules.md "Speed" comes from tools/rules_speed.py: one run prints every step."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "rules_speed.py"), "--runs", "1"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    steps = [line.strip().split("  ", 1)[1] for line in done.stdout.splitlines()]
+    assert steps[:2] == ["import cuda4amd.rules", "load_rules()"]
+    assert "release('v6'), first use" in steps and "later system_kind" in steps
+    assert any(step.startswith("per look-up, the goldens' ") for step in steps)
+
+
 def _timed(fn) -> float:
     t = time.perf_counter()
     fn()
