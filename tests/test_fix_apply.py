@@ -117,7 +117,7 @@ def test_replaced_nvidia_files_are_backed_up_and_restored(rules, tmp_path, fix_c
     outcome = fix(rules, tool, fix_cache, mode="place")
     assert outcome.status == "applied", outcome.message
     journal = load_journal(tool)
-    replaced = [a for a in journal.actions if a["path"] == "cublas64_12.dll"][0]
+    replaced = next(a for a in journal.actions if a["path"] == "cublas64_12.dll")
     assert replaced["before"]["kind"] == "file" and replaced["backup"] == ".cuda4amd/backup/cublas64_12.dll"
     assert sha256(tool / ".cuda4amd" / "backup" / "cublas64_12.dll") == replaced["before"]["sha256"]
     assert undo_target(tool).complete

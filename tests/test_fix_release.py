@@ -46,7 +46,7 @@ def test_local_archive_and_folder_sources(rules, tmp_path):
     good = choose_source(rules, "v6-preview.69", "windows", WIN_ZIP, sha256(WIN_ZIP).upper())
     assert fetch_archive(good)[1] == sha256(WIN_ZIP)
     bad = choose_source(rules, "v6-preview.69", "windows", WIN_ZIP, "0" * 64)
-    with pytest.raises(ReleaseError, match="expected 0000.*refused"):
+    with pytest.raises(ReleaseError, match=r"expected 0000.*refused"):
         fetch_archive(bad)
     with pytest.raises(ReleaseError, match="not a sha256"):
         choose_source(rules, "v6-preview.69", "windows", WIN_ZIP, "abc")
@@ -130,7 +130,7 @@ def test_download_restarts_when_the_server_ignores_ranges(tmp_path):
 def test_download_gives_up_after_bounded_attempts_and_keeps_the_part(tmp_path):
     with ReleaseServer({"/r.zip": BODY}) as server:
         server.break_after["/r.zip"] = [1000] * 10
-        with pytest.raises(ReleaseError, match="after 3 attempts.*re-run resumes"):
+        with pytest.raises(ReleaseError, match=r"after 3 attempts.*re-run resumes"):
             download(f"{server.url}/r.zip", tmp_path / "r.zip", sha256=BODY_SHA, size=len(BODY), attempts=3,
                      backoff=0.01)
         assert len(server.requests) == 3
@@ -138,16 +138,14 @@ def test_download_gives_up_after_bounded_attempts_and_keeps_the_part(tmp_path):
 
 
 def test_download_with_a_wrong_hash_is_refused_and_deleted(tmp_path):
-    with ReleaseServer({"/r.zip": BODY}) as server:
-        with pytest.raises(ReleaseError, match="refused and deleted"):
-            download(f"{server.url}/r.zip", tmp_path / "r.zip", sha256="0" * 64, size=len(BODY))
+    with ReleaseServer({"/r.zip": BODY}) as server, pytest.raises(ReleaseError, match="refused and deleted"):
+        download(f"{server.url}/r.zip", tmp_path / "r.zip", sha256="0" * 64, size=len(BODY))
     assert not (tmp_path / "r.zip").exists() and not (tmp_path / "r.zip.part").exists()
 
 
 def test_download_missing_file(tmp_path):
-    with ReleaseServer({}) as server:
-        with pytest.raises(ReleaseError, match="HTTP 404"):
-            download(f"{server.url}/nope.zip", tmp_path / "n.zip", sha256=BODY_SHA)
+    with ReleaseServer({}) as server, pytest.raises(ReleaseError, match="HTTP 404"):
+        download(f"{server.url}/nope.zip", tmp_path / "n.zip", sha256=BODY_SHA)
 
 
 def test_download_refuses_plain_http_before_connecting(tmp_path):

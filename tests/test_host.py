@@ -109,7 +109,8 @@ def test_windows_rx6700xt_gfx1031_has_no_rocblas_kernels(win):
     assert host.gpu.gfx == "gfx1031"
     gaps = host_gaps(host, {"driver_api", "blas", "blaslt", "sparse"})
     assert gaps["driver_api"] == []
-    assert gaps["blas"] == ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"]
+    assert gaps["blas"] == [
+        "cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"]
     assert gaps["blaslt"] == ["cuBLASLt calls go to hipBLASLt, which has no kernels for gfx1031"]
     assert gaps["sparse"] == []
     ready = readiness(host)
@@ -171,7 +172,8 @@ def test_windows_display_adapters_as_last_resort(win):
                                                              ("cim", "ok")]
     ready = readiness(host)
     assert ready.level == "partial"  # no HIP SDK: the libraries are missing, the driver side is fine
-    assert host_gaps(host, {"blas"}) == {"blas": ["cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found"]}
+    assert host_gaps(host, {"blas"}) == {
+        "blas": ["cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found"]}
     assert any("HIP device order is unknown" in c.text for c in ready.checks)
 
 
@@ -285,8 +287,8 @@ def test_linux_kfd_and_rocminfo(linux):
     assert sdk.libraries["rocblas"].file == "lib/librocblas.so"
     assert (host.hip_runtime.library, host.hip_runtime.source) == ("libamdhip64.so", "rocm")
     gaps = host_gaps(host, {"driver_api", "blas", "dnn"})
-    assert gaps == {"driver_api": [], "dnn": [],
-                    "blas": ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"]}
+    assert gaps == {"driver_api": [], "dnn": [], "blas": [
+        "cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"]}
     lib = next(c for c in readiness(host).checks if c.text.startswith("rocBLAS"))
     assert lib.next_step.endswith("or set HSA_OVERRIDE_GFX_VERSION=10.3.0")
 
@@ -417,7 +419,8 @@ def test_nvidia_drivers_are_told_apart_from_their_first_megabyte(linux, rules, t
     (found,) = host.zluda
     assert found.path == "/srv/lone" and "names ZLUDA" in found.evidence[0]
     assert reads[str(nvidia / "libcuda.so.1")] <= 1 << 20  # of its 10 MB: the first chunk
-    assert reads[str(lone / "libcuda.so.1")] == 3 * (lone / "libcuda.so.1").stat().st_size  # two NVIDIA markers, ZLUDA's
+    # two NVIDIA markers, ZLUDA's
+    assert reads[str(lone / "libcuda.so.1")] == 3 * (lone / "libcuda.so.1").stat().st_size
 
 
 def test_zluda_linux_configured(linux, rules, tmp_path):
@@ -501,7 +504,8 @@ def test_reports_carry_no_user_host_or_home(win, rules, tmp_path):
     sdk_home = tmp_path / "homesdk"
     build_tree(sdk_home, HOST / "sdk" / "win-hipsdk-6.4.manifest")
     zl = _zluda_folder(tmp_path / "zl", rules)
-    env = {"HIP_PATH": "C:\\Users\\alice\\ROCm\\6.4\\", "PATH": "C:\\Users\\Alice\\Downloads\\zluda;D:\\ALICE-DESKTOP\\x",
+    env = {"HIP_PATH": "C:\\Users\\alice\\ROCm\\6.4\\",
+           "PATH": "C:\\Users\\Alice\\Downloads\\zluda;D:\\ALICE-DESKTOP\\x",
            "CUDA4AMD_ZLUDA": "C:\\Users\\alice\\Downloads\\zluda", "USERNAME": "alice", "COMPUTERNAME": "ALICE-DESKTOP"}
     probes = win(env=env, private=private, extra_mounts={"C:\\Users\\alice\\ROCm\\6.4": sdk_home,
                                                          "C:\\Users\\alice\\Downloads\\zluda": zl})
@@ -529,7 +533,8 @@ def test_gfx_outside_the_profiles(win):
                                                                HipDevice("AMD Radeon Future", "gfx1299")))
     host = detect_host(win(hip=hip, env={**HIP_ENV, "HIP_VISIBLE_DEVICES": "0"}))
     assert host_gaps(host, {"driver_api"})["driver_api"] == [
-        "gfx90c (AMD Radeon(TM) Graphics) is a wave64 GCN/CDNA GPU: upstream ZLUDA supports RDNA (gfx101x and newer) only"]
+        "gfx90c (AMD Radeon(TM) Graphics) is a wave64 GCN/CDNA GPU: "
+        "upstream ZLUDA supports RDNA (gfx101x and newer) only"]
     host = detect_host(win(hip=hip))
     assert host.gpu.gfx == "gfx1299"  # an unknown RDNA-numbered GPU is preferred over a GCN one
     assert host_gaps(host, {"driver_api"})["driver_api"] == []

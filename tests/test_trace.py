@@ -109,7 +109,7 @@ def test_family_of_names():
 
 
 def test_not_a_trace_is_a_clear_error(tmp_path):
-    with pytest.raises(TraceError, match="no log.txt"):
+    with pytest.raises(TraceError, match=r"no log\.txt"):
         open_trace(tmp_path)
     bad = tmp_path / "x.zip"
     bad.write_bytes(b"PK\x03\x04 broken")
@@ -137,7 +137,7 @@ def test_cli_formats_and_the_scan_report(traces, tmp_path):
 
 
 @settings(max_examples=200, deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("cuInit(: 0x1,\") -> CUDA_SUCCESS\n    [ZLUDA_TRACE] {}") + ["\x00", "é"]),
+@given(st.text(alphabet=st.sampled_from([*"cuInit(: 0x1,\") -> CUDA_SUCCESS\n    [ZLUDA_TRACE] {}", "\x00", "é"]),
                max_size=400))
 def test_any_log_text_parses_without_error(text):
     calls, lines, notes = parse_log(text)
@@ -156,7 +156,8 @@ def test_control_characters_of_a_trace_never_reach_the_terminal(tmp_path):
     run.mkdir()
     (run / "log.txt").write_text("cuInit(flags: 0) -> CUDA_SUCCESS\n"
                                  "cuBad\x1b[2J|`x(a: 1) -> CUDA_ERROR_NOT_SUPPORTED\n", encoding="utf-8")
-    doc = explain(open_trace(tmp_path), release=(lambda r: r.release(r.default_release))(load_rules()), scan=None, path=str(tmp_path))
+    rules = load_rules()
+    doc = explain(open_trace(tmp_path), release=rules.release(rules.default_release), scan=None, path=str(tmp_path))
     for shown in (render.text(doc), render.markdown(doc)):
         assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
     result = CliRunner().invoke(main, ["trace", "explain", str(tmp_path)])
