@@ -7,8 +7,8 @@ folder for cuda4amd: ``%LOCALAPPDATA%\\cuda4amd`` on Windows,
 ``~/Library/Caches/cuda4amd`` on macOS.
 
 The facts folder holds what was worked out from files' bytes and can be worked
-out again: the facts of binaries (scan/read/cache.py) and the parsed rule files
-(rules/parsed.py): ``$CUDA4AMD_FACTS_CACHE``, else ``facts`` in the cache folder.
+out again: the facts of binaries (scan/read/cache.py): ``$CUDA4AMD_FACTS_CACHE``,
+else ``facts`` in the cache folder.
 
 The state folder holds the journal key and the target locks (fix/state.py,
 fix/lock.py).

@@ -32,7 +32,7 @@ def private_state_folder(tmp_path_factory):
 
 @pytest.fixture(scope="session")
 def rules():
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     return load_rules()
 

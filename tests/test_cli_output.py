@@ -90,7 +90,7 @@ def test_diff_says_each_change_once_and_collapses_repeats():
 
 def test_release_tags_in_help_and_no_install_path_in_errors():
     from cuda4amd.cli.scan import shipped_release_tags
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     tags = shipped_release_tags()
     assert "v6" in tags and "releases" not in tags
@@ -126,7 +126,8 @@ def test_schema_is_shipped_and_printed():
 
 
 def test_dry_run_on_another_platform_shows_the_plan(tmp_path):
-    result = run("scan", DEMO, "--fix", "--dry-run", "--host", FIXTURES / "zluda" / "hosts" / "linux-rx7900xtx-rocm641.json")
+    host = FIXTURES / "zluda" / "hosts" / "linux-rx7900xtx-rocm641.json"
+    result = run("scan", DEMO, "--fix", "--dry-run", "--host", host)
     assert result.exit_code == 0, result.output
     assert "cuda4amd fix plan:" in result.output
     assert "warning: the host is Linux but the application is Windows" in result.output

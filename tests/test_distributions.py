@@ -10,11 +10,11 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from cuda4amd.project_names import canonical_name
 from cuda4amd.scan import distributions
 from cuda4amd.scan.discover import Target, resolve_target
 from cuda4amd.scan.distributions import (
     Distribution,
-    canonical_name,
     find_distributions,
     owners_of,
 )
@@ -230,7 +230,8 @@ def test_egg_info_with_installed_files(tmp_path):
     egg = site / "oldpkg-0.9-py3.8.egg-info"
     egg.mkdir()
     (egg / "PKG-INFO").write_text("Metadata-Version: 1.1\nName: OldPkg\nVersion: 0.9\n")
-    (egg / "installed-files.txt").write_text("../oldpkg/_ext.so\n../oldpkg/__init__.py\nPKG-INFO\n../../../../etc/passwd\n")
+    (egg / "installed-files.txt").write_text(
+        "../oldpkg/_ext.so\n../oldpkg/__init__.py\nPKG-INFO\n../../../../etc/passwd\n")
     # a single-file egg-info (distutils) too
     (site / "tiny-1.0-py3.8.egg-info").write_text("Metadata-Version: 1.0\nName: tiny\nVersion: 1.0\n")
     dists = by_name(find_distributions(resolve_target(str(site))))

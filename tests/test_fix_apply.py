@@ -33,7 +33,7 @@ from cuda4amd.fix.fileops import FileOps
 from cuda4amd.fix.journal import load_journal
 from cuda4amd.fix.undo import undo_target
 from cuda4amd.host import load_host_report
-from cuda4amd.rules.loader import Pin
+from cuda4amd.rules.releases import Pin
 from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
 HOWS = ("exception", "crash", "disk-full", "read-only", "locked")

@@ -16,7 +16,7 @@ from cuda4amd.fix.release import (
     fetch_archive,
     release_url,
 )
-from cuda4amd.rules.loader import Pin
+from cuda4amd.rules.releases import Pin
 
 BODY = bytes(range(256)) * 4096  # 1 MiB
 BODY_SHA = hashlib.sha256(BODY).hexdigest()

@@ -13,7 +13,7 @@ from cuda4amd.rules.frameworks import (
     framework_for,
     load_frameworks,
 )
-from cuda4amd.rules.loader import RulesError, shipped_rules_dir
+from cuda4amd.rules.validate import RulesError, shipped_rules_dir
 
 SHIPPED = shipped_rules_dir() / "frameworks"
 EXPECTED = {"bitsandbytes", "ctranslate2", "cuda_python", "cupy", "jax", "llama_cpp_python", "onnxruntime",

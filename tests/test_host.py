@@ -40,7 +40,7 @@ XTX = HipRuntimeResult(library="amdhip64_6.dll", version="6.2.41512",
 
 @pytest.fixture(scope="module")
 def rules():
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     return load_rules()
 
@@ -422,7 +422,8 @@ def test_nvidia_drivers_are_told_apart_from_their_first_megabyte(linux, rules, t
     (found,) = host.zluda
     assert found.path == "/srv/lone" and "names ZLUDA" in found.evidence[0]
     assert reads[str(nvidia / "libcuda.so.1")] <= 1 << 20  # of its 10 MB: the first chunk
-    assert reads[str(lone / "libcuda.so.1")] == 3 * (lone / "libcuda.so.1").stat().st_size  # two NVIDIA markers, ZLUDA's
+    # two NVIDIA markers, ZLUDA's
+    assert reads[str(lone / "libcuda.so.1")] == 3 * (lone / "libcuda.so.1").stat().st_size
 
 
 def test_zluda_linux_configured(linux, rules, tmp_path):
@@ -507,7 +508,8 @@ def test_reports_carry_no_user_host_or_home(win, rules, tmp_path):
     sdk_home = tmp_path / "homesdk"
     build_tree(sdk_home, HOST / "sdk" / "win-hipsdk-6.4.manifest")
     zl = _zluda_folder(tmp_path / "zl", rules)
-    env = {"HIP_PATH": "C:\\Users\\alice\\ROCm\\6.4\\", "PATH": "C:\\Users\\Alice\\Downloads\\zluda;D:\\ALICE-DESKTOP\\x",
+    env = {"HIP_PATH": "C:\\Users\\alice\\ROCm\\6.4\\",
+           "PATH": "C:\\Users\\Alice\\Downloads\\zluda;D:\\ALICE-DESKTOP\\x",
            "CUDA4AMD_ZLUDA": "C:\\Users\\alice\\Downloads\\zluda", "USERNAME": "alice", "COMPUTERNAME": "ALICE-DESKTOP"}
     probes = win(env=env, private=private, extra_mounts={"C:\\Users\\alice\\ROCm\\6.4": sdk_home,
                                                          "C:\\Users\\alice\\Downloads\\zluda": zl})
@@ -535,7 +537,8 @@ def test_gfx_outside_the_profiles(win):
                                                                HipDevice("AMD Radeon Future", "gfx1299")))
     host = detect_host(win(hip=hip, env={**HIP_ENV, "HIP_VISIBLE_DEVICES": "0"}))
     assert host_gaps(host, {"driver_api"})["driver_api"] == [
-        "gfx90c (AMD Radeon(TM) Graphics) is a wave64 GCN/CDNA GPU: upstream ZLUDA supports RDNA (gfx101x and newer) only"]
+        "gfx90c (AMD Radeon(TM) Graphics) is a wave64 GCN/CDNA GPU: "
+        "upstream ZLUDA supports RDNA (gfx101x and newer) only"]
     host = detect_host(win(hip=hip))
     assert host.gpu.gfx == "gfx1299"  # an unknown RDNA-numbered GPU is preferred over a GCN one
     assert host_gaps(host, {"driver_api"})["driver_api"] == []
@@ -544,7 +547,7 @@ def test_gfx_outside_the_profiles(win):
 
 def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_path):
     from cuda4amd.host.gaps import GAP_CODES, Gap, family_libraries, find_gaps
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     host = detect_host(win(sdk_root=False))
     gaps = find_gaps(host, ["driver_api", "blas", "dnn", "fft", "solver"])

@@ -16,7 +16,7 @@ from cuda4amd.rules.gpus import (
     load_profiles,
     normalize_model,
 )
-from cuda4amd.rules.loader import RulesError, shipped_rules_dir
+from cuda4amd.rules.validate import RulesError, shipped_rules_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "fixtures" / "reference"
@@ -54,7 +54,7 @@ def test_shipped_file_is_where_the_loader_looks(profiles):
 
 def test_load_rules_still_accepts_the_rules_folder():
     # load_rules accepts gpus.toml beside families.toml and leaves it to cuda4amd.host
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     assert load_rules().families
 

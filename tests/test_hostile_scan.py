@@ -222,7 +222,7 @@ def test_a_damaged_e_lfanew_is_a_per_file_error_not_a_vanished_dll(tmp_path):
 
 
 def test_the_by_name_search_caps_a_section_too(monkeypatch):
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
     from cuda4amd.scan.read.byname import PE_SECTIONS, find_library_names
 
     data = PE.read_bytes()

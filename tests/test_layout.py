@@ -1,6 +1,6 @@
 """The package's layout rules, checked on its source (docs/design.md "Layout"):
-no import cycles between cuda4amd's modules, and no private name (`_x`) of one
-module used by another.
+no import cycles between cuda4amd's modules, no private name (`_x`) of one
+module used by another, and the rules below the stages that use them.
 
 Both read the modules with `ast`, so they see imports under TYPE_CHECKING and
 inside functions too: a cycle hidden in either is still a cycle.
@@ -91,12 +91,34 @@ def test_the_package_is_read():
 
 def test_no_import_cycles():
     graph = import_graph(_modules())
-    cycles = [c for c in nx.simple_cycles(graph)]
-    assert cycles == [], "import cycles: " + "; ".join(" -> ".join(c + [c[0]]) for c in cycles[:10])
+    cycles = list(nx.simple_cycles(graph))
+    assert cycles == [], "import cycles: " + "; ".join(" -> ".join([*c, c[0]]) for c in cycles[:10])
 
 
 def test_no_private_name_is_used_outside_its_module():
     assert private_uses(_modules()) == []
+
+
+#: what the rule data's code sits below (docs/design.md: rules "imports nothing from `scan/`")
+ABOVE_RULES = ("scan", "fix", "cli", "report")
+
+
+def upward_imports(modules: dict[str, ast.Module], package: str, above: tuple[str, ...]) -> list[str]:
+    """Imports by a module of `package` (cuda4amd.<package> and below) of a module of an `above` package."""
+    inside = f"{PACKAGE}.{package}"
+    banned = tuple(f"{PACKAGE}.{a}" for a in above)
+    found = []
+    for name, tree in modules.items():
+        if name != inside and not name.startswith(inside + "."):
+            continue
+        for target, _names, line in _imports(tree, modules):
+            if any(target == b or target.startswith(b + ".") for b in banned):
+                found.append(f"{name}:{line} imports {target}")
+    return found
+
+
+def test_rules_import_nothing_from_the_stages_above_them():
+    assert upward_imports(_modules(), "rules", ABOVE_RULES) == []
 
 
 def test_the_checks_catch_what_they_look_for():
@@ -108,3 +130,11 @@ def test_the_checks_catch_what_they_look_for():
     }
     assert list(nx.simple_cycles(import_graph(modules))) != []
     assert private_uses(modules) == ["cuda4amd.a:1 imports cuda4amd.b._helper", "cuda4amd.c:2 uses cuda4amd.b._hidden"]
+    layered = {
+        "cuda4amd.rules.x": ast.parse("from cuda4amd.scan.distributions import canonical_name\n"),
+        "cuda4amd.rules.y": ast.parse("def f():\n    import cuda4amd.report.json\n"),
+        "cuda4amd.rules.z": ast.parse("from cuda4amd.project_names import canonical_name\n"),
+        "cuda4amd.rulesets": ast.parse("from cuda4amd.cli import main\n"),  # not under cuda4amd.rules
+    }
+    assert upward_imports(layered, "rules", ABOVE_RULES) == [
+        "cuda4amd.rules.x:1 imports cuda4amd.scan.distributions", "cuda4amd.rules.y:2 imports cuda4amd.report.json"]

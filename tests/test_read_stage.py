@@ -226,7 +226,7 @@ def test_the_reader_version_follows_the_reader_sources():
 def test_rules_fingerprint_is_the_same_in_every_process(rules):
     import subprocess
 
-    code = ("from cuda4amd.rules.loader import load_rules; from cuda4amd.scan.read.cache import canonical; "
+    code = ("from cuda4amd.rules.ruleset import load_rules; from cuda4amd.scan.read.cache import canonical; "
             "import json, hashlib; r = load_rules(); "
             "print(hashlib.sha256(json.dumps(canonical((r.families, r.unknown, r.system))).encode()).hexdigest())")
     seen = {subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True,

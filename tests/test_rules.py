@@ -1,4 +1,4 @@
-"""Tests of the rule files (rules/**) and their loader (cuda4amd.rules.loader).
+"""Tests of the rule files (rules/**) and their loader (cuda4amd.rules: ruleset, families, releases, ...).
 
 The agreement tests compare the shipped TOML with the reference tables in
 fixtures/reference (a copy of the workplace's reference data, with its
@@ -16,15 +16,10 @@ from pathlib import Path
 import pytest
 
 from cuda4amd import rules as rules_pkg
-from cuda4amd.rules.loader import (
-    Family,
-    RulesError,
-    RuleSet,
-    ZludaRelease,
-    load_release,
-    load_rules,
-    shipped_rules_dir,
-)
+from cuda4amd.rules.families import Family
+from cuda4amd.rules.releases import ZludaRelease, load_release
+from cuda4amd.rules.ruleset import RuleSet, load_rules
+from cuda4amd.rules.validate import RulesError, shipped_rules_dir
 
 REPO = Path(__file__).resolve().parents[1]
 DATA = REPO / "fixtures" / "reference"
@@ -438,16 +433,16 @@ def test_bad_platform_is_a_value_error(rules: RuleSet) -> None:
 # ---------------------------------------------------------------------------
 
 def test_release_is_lazy_and_cached_per_ruleset(monkeypatch: pytest.MonkeyPatch) -> None:
-    from cuda4amd.rules import loader
+    from cuda4amd.rules import ruleset
 
     calls: list[Path] = []
-    real = loader.load_release
+    real = ruleset.load_release
 
     def counting(path):
         calls.append(Path(path))
         return real(path)
 
-    monkeypatch.setattr(loader, "load_release", counting)
+    monkeypatch.setattr(ruleset, "load_release", counting)
     a = load_rules()
     assert calls == []  # nothing parsed until asked
     rel = a.release("v6")
@@ -466,6 +461,16 @@ def test_load_rules_is_fast() -> None:
     best = min(_timed(load_rules) for _ in range(5))
     # budget is 20 ms on an idle machine (see docs/rules.md); generous here for busy CI machines
     assert best < 0.1, f"load_rules() took {best * 1000:.1f} ms"
+
+
+def test_the_speed_figures_are_made_by_a_tool() -> None:
+    """docs/rules.md "Speed" comes from tools/rules_speed.py: one run prints every step."""
+    done = subprocess.run([sys.executable, str(REPO / "tools" / "rules_speed.py"), "--runs", "1"],
+                          capture_output=True, text=True, check=True, timeout=120)
+    steps = [line.strip().split("  ", 1)[1] for line in done.stdout.splitlines()]
+    assert steps[:2] == ["import cuda4amd.rules", "load_rules()"]
+    assert "release('v6'), first use" in steps and "later system_kind" in steps
+    assert any(step.startswith("per look-up, the goldens' ") for step in steps)
 
 
 def _timed(fn) -> float:
@@ -614,7 +619,8 @@ names = ["AcmeSys.dll"]
 
 def test_extra_family_with_backreference_falls_back_to_separate_patterns(tmp_path: Path) -> None:
     _write(tmp_path, "families.toml", PROV + FAMILY.replace(
-        "windows = ['^acmecuda64_\\d+\\.dll$']", "windows = ['^(?P<x>acme)cuda(?P=x)?64_\\d+\\.dll$', '^(a)\\1cme\\.dll$']"))
+        "windows = ['^acmecuda64_\\d+\\.dll$']",
+        "windows = ['^(?P<x>acme)cuda(?P=x)?64_\\d+\\.dll$', '^(a)\\1cme\\.dll$']"))
     r = load_rules([tmp_path])
     assert r.family_for("acmecuda64_1.dll", "windows").id == "acme"
     assert r.family_for("AAcme.dll", "windows").id == "acme"
@@ -643,7 +649,8 @@ def test_missing_key(tmp_path: Path) -> None:
 
 
 def test_bad_symbol_pattern(tmp_path: Path) -> None:
-    f = _write(tmp_path, "families.toml", PROV + FAMILY.replace('evidence = "test"', "evidence = \"test\"\nsymbol_pattern = '^acme['"))
+    f = _write(tmp_path, "families.toml",
+               PROV + FAMILY.replace('evidence = "test"', "evidence = \"test\"\nsymbol_pattern = '^acme['"))
     _expect_error(tmp_path, f, "acme", "symbol_pattern", "bad regex")
 
 
@@ -698,7 +705,8 @@ def test_bad_system_kind(tmp_path: Path) -> None:
 
 
 def test_system_name_with_conflicting_kind(tmp_path: Path) -> None:
-    f = _write(tmp_path, "system.toml", PROV + '[[group]]\nplatform = "windows"\nkind = "host"\nnames = ["KERNEL32.dll"]\n')
+    f = _write(tmp_path, "system.toml",
+               PROV + '[[group]]\nplatform = "windows"\nkind = "host"\nnames = ["KERNEL32.dll"]\n')
     _expect_error(tmp_path, f, "kernel32.dll", "system")
 
 

@@ -13,7 +13,6 @@ from pathlib import Path
 
 import pytest
 
-from cuda4amd.rules.loader import RulesError
 from cuda4amd.rules.runtime import (
     family_stems,
     generators_for,
@@ -22,6 +21,7 @@ from cuda4amd.rules.runtime import (
     load_name_rules,
     name_heads,
 )
+from cuda4amd.rules.validate import RulesError
 from cuda4amd.scan.read.byname import NamePatterns, find_library_names
 from cuda4amd.scan.read.engine import read_path
 
@@ -161,7 +161,8 @@ def test_literal_prefixes():
         "libcublas.so.10", "libcublas.so.10.0", "libcublas.so.11", "libcublas.so.12", "libcublas.so.13"]
     assert literal_prefixes(r"^libnvrtc(\.alt)?\.so\.(12|13)$") == [
         "libnvrtc.so.12", "libnvrtc.so.13", "libnvrtc.alt.so.12", "libnvrtc.alt.so.13"]
-    assert literal_prefixes(r"^lib(cufftMp\.so\.1[12]|nvshmem_host\.so\.3)$") == ["libcufftMp.so.1", "libnvshmem_host.so.3"]
+    assert literal_prefixes(r"^lib(cufftMp\.so\.1[12]|nvshmem_host\.so\.3)$") == [
+        "libcufftMp.so.1", "libnvshmem_host.so.3"]
     assert literal_prefixes(r"^cupti64_\d+\.dll$") == ["cupti64_"]
 
 
@@ -187,9 +188,11 @@ def write(folder: Path, name: str, text: str) -> Path:
 
 
 @pytest.mark.parametrize("body, message", [
-    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n[[template]]\nplatform = 'mac'\nname = 'lib{stem}.so'\nsource = 'x'\n",
+    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n"
+     "[[template]]\nplatform = 'mac'\nname = 'lib{stem}.so'\nsource = 'x'\n",
      "platform must be one of"),
-    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n[[template]]\nplatform = 'linux'\nname = 'libfoo.so'\nsource = 'x'\n",
+    ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n"
+     "[[template]]\nplatform = 'linux'\nname = 'libfoo.so'\nsource = 'x'\n",
      "must hold {stem} once"),
     ("[[template]]\nplatform = 'linux'\nname = 'lib{stem}.so'\nsource = 'x'\n", "missing"),
     ("[loaders]\nfunctions = ['dlopen']\nsource = 'x'\n[[templat]]\n", "unknown top-level key"),

@@ -17,7 +17,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from cuda4amd.cli import main
-from cuda4amd.rules.loader import load_rules
+from cuda4amd.rules.ruleset import load_rules
 from cuda4amd.trace.explain import explain, family_of
 from cuda4amd.trace.read import TraceError, open_trace, parse_log
 
@@ -157,7 +157,8 @@ def test_control_characters_of_a_trace_never_reach_the_terminal(tmp_path):
     run.mkdir()
     (run / "log.txt").write_text("cuInit(flags: 0) -> CUDA_SUCCESS\n"
                                  "cuBad\x1b[2J|`x(a: 1) -> CUDA_ERROR_NOT_SUPPORTED\n", encoding="utf-8")
-    doc = explain(open_trace(tmp_path), release=(lambda r: r.release(r.default_release))(load_rules()), scan=None, path=str(tmp_path))
+    rules = load_rules()
+    doc = explain(open_trace(tmp_path), release=rules.release(rules.default_release), scan=None, path=str(tmp_path))
     for shown in (render.text(doc), render.markdown(doc)):
         assert "\x1b" not in shown and "\x07" not in shown and "\\x1b" in shown
     result = CliRunner().invoke(main, ["trace", "explain", str(tmp_path)])

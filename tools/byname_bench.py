@@ -34,7 +34,7 @@ from pathlib import Path
 from types import ModuleType
 from typing import TextIO
 
-from cuda4amd.rules.loader import load_rules
+from cuda4amd.rules.ruleset import load_rules
 from cuda4amd.scan.read import byname
 from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.engine import mapped, read_buffer

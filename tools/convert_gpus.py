@@ -10,7 +10,7 @@ PCI device ids, rocBLAS availability, pitfalls). Output is deterministic
 ``tests/test_host_profiles.py`` re-runs this script into a temporary file and
 requires byte-identical output, and checks the TOML against the TSV.
 
-The file sits next to ``families.toml``; ``cuda4amd.rules.loader.load_rules``
+The file sits next to ``families.toml``; ``cuda4amd.rules.ruleset.load_rules``
 accepts it and leaves it to ``cuda4amd.rules.gpus``, which loads it.
 """
 from __future__ import annotations

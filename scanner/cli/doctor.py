@@ -44,7 +44,8 @@ def doctor(fmt: str | None, output: str | None, target: str | None, verbose: boo
     from cuda4amd.host.doctor import doctor_document, render_console, render_markdown, show
     from cuda4amd.host.extra_checks import with_extra_checks
     from cuda4amd.report.console import terminal
-    from cuda4amd.rules.loader import RulesError, load_rules
+    from cuda4amd.rules.ruleset import load_rules
+    from cuda4amd.rules.validate import RulesError
 
     verbosity(quiet, verbose)
     fmt = output_format(fmt, output, DOCTOR_EXTENSIONS)

@@ -14,7 +14,7 @@ import click
 from cuda4amd.report import GRAPH_FORMATS
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.rules.validate import RulesError
 
 #: a click command function, before or after other option decorators
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])

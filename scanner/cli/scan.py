@@ -41,7 +41,7 @@ def shipped_release_tags() -> list[str]:
 
     import cuda4amd.ruledata  # the rules folder as a package: an empty __init__
 
-    # rules.loader's ZLUDA_DIR and RELEASES_FILE, spelled out, and os.listdir rather than importlib.resources:
+    # rules.releases' ZLUDA_DIR and RELEASES_FILE, spelled out, and os.listdir rather than importlib.resources:
     # the loader costs ~20 ms and importlib.resources ~10 ms of `scan --help`;
     # tests/test_cli_output.py checks that these tags are the loader's
     folder = os.path.join(next(iter(cuda4amd.ruledata.__path__)), "zluda")
@@ -135,7 +135,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
     with walk_ahead or nullcontext():  # a walk not taken (the scan stopped first) is ended
         from cuda4amd.host import HostReportError
         from cuda4amd.report.document import build
-        from cuda4amd.rules.loader import RulesError
+        from cuda4amd.rules.validate import RulesError
         from cuda4amd.scan.discover import TargetError
         from cuda4amd.scan.pipeline import ScanOptions, run_scan
 

@@ -29,7 +29,8 @@ def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: 
     its log.txt, or a .zip / .tar of them): failed calls by library and function
     with ZLUDA's state for each, the last kernel launch and its module, PTX that
     ZLUDA rejected, and what to do. Exit status: 0, or 2 when PATH is no trace."""
-    from cuda4amd.rules.loader import RulesError, load_rules
+    from cuda4amd.rules.ruleset import load_rules
+    from cuda4amd.rules.validate import RulesError
     from cuda4amd.trace import render
     from cuda4amd.trace.explain import explain as explain_trace
     from cuda4amd.trace.read import TraceError, open_trace

@@ -55,7 +55,7 @@ def verify(target: str, run_probes: bool, timeout: float, output: str | None, no
     from cuda4amd.fix.journal import FixDirError
     from cuda4amd.fix.lock import LockError
     from cuda4amd.report.escape import visible, visible_document
-    from cuda4amd.rules.loader import RulesError
+    from cuda4amd.rules.validate import RulesError
     from cuda4amd.scan.discover import TargetError
     from cuda4amd.scan.pipeline import ScanOptions
 

@@ -54,12 +54,13 @@ from cuda4amd.fix.verify import REPORT_NAME, Verification, after_report, verify
 from cuda4amd.host import HostReportError, detect_host, load_host_report
 from cuda4amd.model import platform_of
 from cuda4amd.report.escape import visible_lines
-from cuda4amd.rules.loader import RulesError, load_rules
+from cuda4amd.rules.ruleset import load_rules
+from cuda4amd.rules.validate import RulesError
 from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
 if TYPE_CHECKING:
     from cuda4amd.host.report import HostReport
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
     from cuda4amd.scan.pipeline import ScanResult
 
 __all__ = ["EXIT_CODES", "ApplyError", "FixOutcome", "RefusedBeforeChange", "apply_extra", "apply_plan",

@@ -39,7 +39,7 @@ from cuda4amd.fix.release import ReleaseError, ReleaseSource, cache_dir, sha256_
 from cuda4amd.model import loader_key
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import ZludaRelease
+    from cuda4amd.rules.releases import ZludaRelease
 
 __all__ = ["MAX_MEMBERS", "MAX_TOTAL_BYTES", "ArchiveError", "Store", "extract_archive", "inspect_archive",
            "open_folder", "prepare_store"]

@@ -37,7 +37,7 @@ from typing import IO, TYPE_CHECKING
 from cuda4amd.userdirs import cache_dir  # the cache folder, shared with the facts cache
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
 
 __all__ = ["MIRROR_VARIABLE", "UPSTREAM_URL", "ReleaseError", "ReleaseSource", "cache_dir", "check_url",
            "choose_source", "download", "fetch_archive", "release_url", "sha256_file", "tree_sha256"]

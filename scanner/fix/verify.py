@@ -29,7 +29,7 @@ from cuda4amd.fix.release import sha256_file
 from cuda4amd.model import loader_key
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import ZludaFile, ZludaRelease
+    from cuda4amd.rules.releases import ZludaFile, ZludaRelease
     from cuda4amd.scan.classify import Dependency
     from cuda4amd.scan.pipeline import ScanResult
 

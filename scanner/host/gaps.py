@@ -23,7 +23,7 @@ from cuda4amd.host.report import HostReport
 from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
 from cuda4amd.report.words import counted
 from cuda4amd.rules.gpus import GpuProfiles, gfx_major
-from cuda4amd.rules.loader import RuleSet, load_rules
+from cuda4amd.rules.ruleset import RuleSet, load_rules
 
 __all__ = [
     "GAP_CODES",

@@ -133,7 +133,7 @@ def find_zluda(probes: Probes, rules: Any = None, target: str | None = None) -> 
         if "t" not in cache:
             nonlocal rules
             if rules is None:
-                from cuda4amd.rules.loader import load_rules
+                from cuda4amd.rules.ruleset import load_rules
 
                 rules = load_rules()
             cache["t"] = _release_files(rules, probes.platform)

@@ -4,34 +4,39 @@
     rules = load_rules(extra_dirs)   # every kind, every folder, once
     rules.families, rules.system, rules.release(tag), rules.gpus, rules.frameworks
 
-`loader` builds the RuleSet (families, system libraries, ZLUDA releases and
-pins, and through `gpus` and `frameworks` the GPU profiles and the framework
-files); `validate` is the kit each rule kind's parser uses (read_toml,
-check, read_provenance, RulesError). This package re-exports their public
-names, so `cuda4amd.rules.load_rules` stays where it always was.
+`ruleset` builds the RuleSet from every rules folder; one module parses each
+rule kind: `families` (families.toml, and the name look-ups), `system`
+(system.toml), `releases` (zluda/: releases, pins), `gpus`, `frameworks`,
+`kernels`, `runtime`; `validate` is the kit each of them uses (read_toml,
+check, read_provenance, RulesError). This package re-exports the public
+names most callers need, so `cuda4amd.rules.load_rules` stays where it
+always was.
 """
 from __future__ import annotations
 
-from cuda4amd.rules.loader import (
-    ROUTES,
-    SYMBOL_STATES,
-    SYSTEM_KINDS,
-    Family,
-    Pin,
-    Redirect,
-    RuleSet,
-    SystemGroup,
-    UnknownPattern,
-    ZludaFile,
-    ZludaRelease,
-    load_release,
-    load_rules,
-)
+from cuda4amd.model import SYMBOL_STATES
+from cuda4amd.rules.families import ROUTES, Family, UnknownPattern
+from cuda4amd.rules.releases import Pin, Redirect, ZludaFile, ZludaRelease, load_release
+from cuda4amd.rules.ruleset import RuleSet, load_rules
+from cuda4amd.rules.system import SYSTEM_KINDS, SystemGroup
 from cuda4amd.rules.validate import PLATFORMS, Provenance, RulesError, shipped_rules_dir
 
 __all__ = [
-    "PLATFORMS", "ROUTES", "SYSTEM_KINDS", "SYMBOL_STATES",
-    "RulesError", "Provenance", "Family", "UnknownPattern", "SystemGroup", "Pin",
-    "ZludaFile", "Redirect", "ZludaRelease", "RuleSet",
-    "load_rules", "load_release", "shipped_rules_dir",
+    "PLATFORMS",
+    "ROUTES",
+    "SYMBOL_STATES",
+    "SYSTEM_KINDS",
+    "Family",
+    "Pin",
+    "Provenance",
+    "Redirect",
+    "RuleSet",
+    "RulesError",
+    "SystemGroup",
+    "UnknownPattern",
+    "ZludaFile",
+    "ZludaRelease",
+    "load_release",
+    "load_rules",
+    "shipped_rules_dir",
 ]

@@ -12,10 +12,12 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Iterable, Protocol, Sequence
+from typing import Any, Protocol
 
+from cuda4amd.project_names import canonical_name
 from cuda4amd.rules.validate import (
     ID_RE,
     PLATFORMS,
@@ -33,12 +35,21 @@ from cuda4amd.rules.validate import (
     shipped_rules_dir,
     top_level,
 )
-from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
-    "FRAMEWORKS_DIR", "SASS_ONLY", "SWITCH_KINDS", "LOAD_KINDS", "CONFIDENCE",
-    "LibraryLoad", "Switch", "Instead", "SearchFolders", "Framework",
-    "load_frameworks", "framework_for", "advice_for",
+    "CONFIDENCE",
+    "FRAMEWORKS_DIR",
+    "LOAD_KINDS",
+    "SASS_ONLY",
+    "SWITCH_KINDS",
+    "Framework",
+    "Instead",
+    "LibraryLoad",
+    "SearchFolders",
+    "Switch",
+    "advice_for",
+    "framework_for",
+    "load_frameworks",
 ]
 
 FRAMEWORKS_DIR = "frameworks"
@@ -209,10 +220,8 @@ def _frameworks_folder(rules_dir: str | os.PathLike[str] | None) -> Path:
     return folder
 
 
-def _load_file(path: Path, families: dict[str, str]) -> Framework:
-    doc = read_toml(path)
-    prov = read_provenance(path, doc)
-    top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead", "search_folders"))
+def _framework_head(path: Path, doc: dict[str, Any]) -> dict[str, Any]:
+    """The [framework] table: an id that is the file's name, distributions each listed once."""
     if "framework" not in doc:
         raise RulesError(path, "missing the [framework] table (id, name, distributions)")
     head = check(path, "[framework]", doc["framework"], _FRAMEWORK_REQUIRED, _FRAMEWORK_OPTIONAL)
@@ -228,7 +237,30 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
         if canonical_name(dist) in seen_dists:
             raise RulesError(path, f"[framework]: distribution {dist!r} is listed twice")
         seen_dists.add(canonical_name(dist))
+    return head
 
+
+def _search_folders(path: Path, doc: dict[str, Any]) -> list[SearchFolders]:
+    search_folders: list[SearchFolders] = []
+    for i, row in enumerate(rows(path, doc, "search_folders")):
+        where = f"search_folders #{i + 1}"
+        check(path, where, row, _FOLDERS_REQUIRED, _FOLDERS_OPTIONAL)
+        if not row["folders"] or not all(f.strip() and not f.startswith(("/", "..")) for f in row["folders"]):
+            raise RulesError(path, f"{where}: 'folders' must list relative folder globs (no leading / or ..)")
+        search_folders.append(SearchFolders(
+            folders=tuple(f.strip("/") for f in row["folders"]),
+            source=row["source"],
+            platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
+            note=row.get("note", ""),
+        ))
+    return search_folders
+
+
+def _load_file(path: Path, families: dict[str, str]) -> Framework:
+    doc = read_toml(path)
+    prov = read_provenance(path, doc)
+    top_level(path, doc, ("provenance", "framework", "loads_by_name", "switch", "instead", "search_folders"))
+    head = _framework_head(path, doc)
     cited: set[str] = set()
 
     def family(where: str, value: str, allow_sass: bool) -> str:
@@ -291,21 +323,8 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
             confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
         ))
 
-    search_folders: list[SearchFolders] = []
-    for i, row in enumerate(rows(path, doc, "search_folders")):
-        where = f"search_folders #{i + 1}"
-        check(path, where, row, _FOLDERS_REQUIRED, _FOLDERS_OPTIONAL)
-        if not row["folders"] or not all(f.strip() and not f.startswith(("/", "..")) for f in row["folders"]):
-            raise RulesError(path, f"{where}: 'folders' must list relative folder globs (no leading / or ..)")
-        search_folders.append(SearchFolders(
-            folders=tuple(f.strip("/") for f in row["folders"]),
-            source=row["source"],
-            platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
-            note=row.get("note", ""),
-        ))
-
     return Framework(
-        id=fid,
+        id=head["id"],
         name=head["name"],
         distributions=tuple(head["distributions"]),
         loads=tuple(loads),
@@ -313,7 +332,7 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
         instead=tuple(instead),
         provenance=prov,
         notes=tuple(head.get("notes", ())),
-        search_folders=tuple(search_folders),
+        search_folders=tuple(_search_folders(path, doc)),
         family_names=tuple(sorted((f, families[f]) for f in cited)),
         source=path,
     )

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Protocol
 
+from cuda4amd.project_names import canonical_name
 from cuda4amd.rules.frameworks import CONFIDENCE, SWITCH_KINDS
 from cuda4amd.rules.validate import (
     ID_RE,
@@ -40,7 +41,6 @@ from cuda4amd.rules.validate import (
     shipped_rules_dir,
     top_level,
 )
-from cuda4amd.scan.distributions import canonical_name
 
 __all__ = [
     "EMITS",

@@ -20,7 +20,10 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from cuda4amd.rules.parsed import cached_document
+if sys.version_info >= (3, 11):
+    import tomllib
+else:  # pragma: no cover - exercised on 3.10 only
+    import tomli as tomllib
 
 __all__ = [
     "ID_RE",
@@ -28,6 +31,7 @@ __all__ = [
     "Provenance",
     "RulesError",
     "Schema",
+    "basename",
     "check",
     "check_anchored",
     "check_platform",
@@ -85,25 +89,17 @@ def shipped_rules_dir() -> Path:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """The TOML document in `path` (parsed once per content: rules/parsed.py)."""
+    """The TOML document in `path`, parsed (on every run: docs/design.md "Rule files")."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise RulesError(path, f"cannot read: {e.strerror or e}") from None
-
-    def parse(data: bytes) -> dict[str, Any]:
-        if sys.version_info >= (3, 11):  # imported on a miss only (rules/parsed.py)
-            import tomllib
-        else:  # pragma: no cover - exercised on 3.10 only
-            import tomli as tomllib
-        try:
-            return tomllib.loads(data.decode())
-        except UnicodeDecodeError as e:
-            raise RulesError(path, f"not valid TOML: not UTF-8 at byte {e.start}") from None
-        except tomllib.TOMLDecodeError as e:
-            raise RulesError(path, f"not valid TOML: {e}") from None
-
-    return cached_document(data, parse)
+    try:
+        return tomllib.loads(data.decode())
+    except UnicodeDecodeError as e:
+        raise RulesError(path, f"not valid TOML: not UTF-8 at byte {e.start}") from None
+    except tomllib.TOMLDecodeError as e:
+        raise RulesError(path, f"not valid TOML: {e}") from None
 
 
 # type checkers for the schema tables
@@ -175,11 +171,22 @@ def check_anchored(path: Path, where: str, pattern: str) -> None:
 
 
 def compile_pattern(path: Path, where: str, pattern: str, flags: int = 0) -> re.Pattern[str]:
+    """`pattern` compiled on its own; anchored with '^', since lookups use `match`."""
     check_anchored(path, where, pattern)
     try:
         return re.compile(pattern, flags)
-    except re.error as e:
+    except (re.error, RecursionError, OverflowError) as e:  # the last two: nesting or a repeat count too large
         raise RulesError(path, f"{where}: bad regex {pattern!r}: {e}") from None
+
+
+def basename(file_name: str, platform: str) -> str:
+    """The last part of a name or path: after '/', and on Windows after '\\' too.
+    A platform other than PLATFORMS is a caller's mistake (ValueError), not bad rule data."""
+    if platform not in PLATFORMS:
+        raise ValueError(f"platform must be one of {PLATFORMS}, not {platform!r}")
+    if platform == "windows":
+        file_name = file_name.replace("\\", "/")
+    return file_name.rsplit("/", 1)[-1]
 
 
 def check_platform(path: Path, where: str, value: str) -> str:

@@ -7,7 +7,8 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cuda4amd.model import SYMBOL_STATES, ScannedBinary, loader_key
-from cuda4amd.rules.loader import RuleSet, ZludaRelease
+from cuda4amd.rules.releases import ZludaRelease
+from cuda4amd.rules.ruleset import RuleSet
 from cuda4amd.scan.graph import Edge, platform_of
 
 

@@ -23,10 +23,11 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import cast
 
+from cuda4amd.project_names import canonical_name
 from cuda4amd.scan.discover import ARCHIVE_ERRORS, Target, printable, within
 from cuda4amd.scan.read.engine import open_regular
 
-__all__ = ["Distribution", "canonical_name", "find_distributions", "owners_of"]
+__all__ = ["Distribution", "find_distributions", "owners_of"]
 
 UNKNOWN_VERSION = "unknown"
 #: how deep below a folder target's root to look for site-packages (a dist-info's parent);
@@ -34,15 +35,6 @@ UNKNOWN_VERSION = "unknown"
 MAX_DEPTH = 6
 _MAX_METADATA_BYTES = 1 << 20  # headers are at the top; a huge METADATA is mostly its description
 _MAX_RECORD_BYTES = 64 << 20
-
-_NORMALIZE = re.compile(r"[-_.]+")
-
-
-@functools.lru_cache(maxsize=8192)  # asked for each (distribution, framework rule) pair: 16,000 times on a real venv
-def canonical_name(name: str) -> str:
-    """PEP 503 normalised project name: "Cupy_CUDA12x" -> "cupy-cuda12x"."""
-    return _NORMALIZE.sub("-", name).lower().strip("-")
-
 
 @dataclass(frozen=True)
 class Distribution:

@@ -27,7 +27,8 @@ from dataclasses import dataclass, field
 
 from cuda4amd.model import platform_of
 from cuda4amd.rules.frameworks import Framework, advice_for, framework_for
-from cuda4amd.rules.loader import RuleSet, ZludaRelease
+from cuda4amd.rules.releases import ZludaRelease
+from cuda4amd.rules.ruleset import RuleSet
 from cuda4amd.rules.runtime import Generator, generators_for
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.distributions import Distribution

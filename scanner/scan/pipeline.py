@@ -17,7 +17,8 @@ from typing import TYPE_CHECKING, Callable, Sequence
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
 from cuda4amd.model import FileError, ScannedBinary, loader_key, platform_of
-from cuda4amd.rules.loader import RuleSet, ZludaRelease, load_rules
+from cuda4amd.rules.releases import ZludaRelease
+from cuda4amd.rules.ruleset import RuleSet, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
 from cuda4amd.scan.distributions import Distribution, find_distributions, owners_of

@@ -22,7 +22,7 @@ from __future__ import annotations
 from collections.abc import Mapping, Sequence
 
 from cuda4amd.model import ScannedBinary
-from cuda4amd.rules.loader import RuleSet
+from cuda4amd.rules.ruleset import RuleSet
 from cuda4amd.scan.classify import Dependency, Identity
 from cuda4amd.scan.read.payload import CudaSymbols
 

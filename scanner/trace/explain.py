@@ -21,7 +21,7 @@ from typing import TYPE_CHECKING, Any
 from cuda4amd.trace.read import MODULE_FILE, Entry, TraceRun, ptx_header
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import ZludaRelease
+    from cuda4amd.rules.releases import ZludaRelease
 
 __all__ = ["SCHEMA", "explain", "explain_run", "family_of"]
 

@@ -20,7 +20,7 @@ OUT = Path(__file__).resolve().parent / "hosts" / "win-rx6700xt-hipsdk64.json"
 def make() -> str:
     from cuda4amd.host import HipDevice, HipRuntimeResult, detect_host
     from cuda4amd.host.testing import build_tree, windows_probes
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     rules = load_rules()
     host_fixtures = REPO / "fixtures" / "host"

@@ -293,7 +293,7 @@ def _cell(text: str) -> str:
 def rules_family_of() -> Callable[[str], str | None]:
     """`family_of` from cuda4amd's rules (Linux names): the family id, "unknown"
     for a CUDA library of no known family, None for anything else."""
-    from cuda4amd.rules.loader import load_rules
+    from cuda4amd.rules.ruleset import load_rules
 
     rules = load_rules()
 

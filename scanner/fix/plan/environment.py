@@ -11,7 +11,7 @@ from cuda4amd.fix.plan.model import STORE_DIR, EnvVar, expand_parts, literal_pat
 if TYPE_CHECKING:
     from cuda4amd.host.sdk import HipSdk
     from cuda4amd.rules.frameworks import Framework
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
     from cuda4amd.scan.pipeline import ScanResult
     from cuda4amd.scan.verdict import BinaryVerdict
 

@@ -19,7 +19,7 @@ from cuda4amd.fix.plan.model import PlanError, in_fix_dir
 
 if TYPE_CHECKING:
     from cuda4amd.host.report import HostReport
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
     from cuda4amd.scan.pipeline import ScanResult
     from cuda4amd.scan.verdict import BinaryVerdict
 

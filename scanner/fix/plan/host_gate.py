@@ -14,7 +14,7 @@ from cuda4amd.fix.plan.model import PlanError
 if TYPE_CHECKING:
     from cuda4amd.host.report import HostReport
     from cuda4amd.host.sdk import HipSdk
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
 
 # host/gaps and report/redact are imported in the steps that use them: this package loads with the journal
 

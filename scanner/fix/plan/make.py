@@ -33,7 +33,7 @@ if TYPE_CHECKING:
     from cuda4amd.fix.release import ReleaseSource
     from cuda4amd.host.report import HostReport
     from cuda4amd.rules.frameworks import Framework
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
     from cuda4amd.scan.pipeline import ScanOptions, ScanResult
     from cuda4amd.scan.verdict import BinaryVerdict
 

@@ -26,7 +26,7 @@ from cuda4amd.model import loader_key
 if TYPE_CHECKING:
     from cuda4amd.fix.archive import Store
     from cuda4amd.fix.plan.green_lit import Dep
-    from cuda4amd.rules.loader import ZludaFile, ZludaRelease
+    from cuda4amd.rules.releases import ZludaFile, ZludaRelease
     from cuda4amd.scan.pipeline import ScanResult
     from cuda4amd.scan.verdict import BinaryVerdict
 

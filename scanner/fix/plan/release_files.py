@@ -8,7 +8,8 @@ from cuda4amd.fix.plan.model import STORE_DIR, PlanError
 
 if TYPE_CHECKING:
     from cuda4amd.fix.plan.green_lit import GreenLit
-    from cuda4amd.rules.loader import RuleSet, ZludaFile, ZludaRelease
+    from cuda4amd.rules.releases import ZludaFile, ZludaRelease
+    from cuda4amd.rules.ruleset import RuleSet
 
 __all__ = ["LINUX_AUDIT_FILES", "WINDOWS_LAUNCHER_FILES", "is_executable", "release_part", "resolve_row"]
 

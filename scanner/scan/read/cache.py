@@ -123,7 +123,8 @@ def reader_version() -> str:
     here = Path(__file__).resolve().parent
     package = here.parents[1]
     # the readers, the data they return, and the rules code that classifies the names they find
-    sources = sorted(here.glob("*.py")) + [package / "model.py", package / "rules" / "loader.py",
+    rules = [package / "rules" / f"{name}.py" for name in ("ruleset", "families", "system", "releases")]
+    sources = sorted(here.glob("*.py")) + [package / "model.py", *rules,
                                            package / "rules" / "validate.py", package / "rules" / "runtime.py"]
     if len(sources) < 6:
         raise ValueError("the reader's sources are not installed: no cache")  # cannot tell versions apart

@@ -11,7 +11,8 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 
 from cuda4amd.model import BinaryInfo, FileError, platform_of
-from cuda4amd.rules.loader import RuleSet, ZludaRelease
+from cuda4amd.rules.releases import ZludaRelease
+from cuda4amd.rules.ruleset import RuleSet
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.read.binview import Buffer, MalformedBinary
 from cuda4amd.scan.read.byname import NamePatterns, NameReference, expand_template, find_library_names

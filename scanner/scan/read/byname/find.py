@@ -26,7 +26,7 @@ from cuda4amd.scan.read.fatbin import Magics
 from cuda4amd.scan.read.pages import Pages
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
     from cuda4amd.scan.read.binview import Buffer
 
 __all__ = ["ENCODINGS", "find_library_names", "loads_libraries", "platform_of_info"]

@@ -23,7 +23,7 @@ from cuda4amd.scan.read.byname.names import HIT_BODY, HIT_FIRST, Classifier
 from cuda4amd.scan.read.byname.tries import Pass, anchored_passes, cover_of, nul_passes
 
 if TYPE_CHECKING:
-    from cuda4amd.rules.loader import RuleSet
+    from cuda4amd.rules.ruleset import RuleSet
     from cuda4amd.rules.runtime import NameRules
     from cuda4amd.scan.read.binview import Buffer
 
