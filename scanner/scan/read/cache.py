@@ -15,10 +15,11 @@ file per binary, named by the SHA-256 of
 An entry is the SHA-256 of its body, then the body: a pickle (protocol 5) of the tuple (key, kernel-scan mode,
 info, kernels, by_name, driver_names, calls_cuda, errors), the model classes pickling themselves as their class
 and field values (cuda4amd.model). Pickle, not JSON with a codec per fact type: the model round-trips as it is,
-and unpickling is C (half the time of today's decode of a warm re-scan: docs/design.md). It is safe here only
-because of who can write the folder: it is private (userdirs.private_folder: the user's, 0700, writable by no
-one else, not a link; ssh's rule) and so is each entry (userdirs.read_private: a regular file of the user's,
-writable by no one else, at most ENTRY_LIMIT bytes, opened without following a link or waiting on a FIFO).
+and unpickling is C (a warm re-scan is no slower than with the sqlite cache it replaced: docs/design.md). It is
+safe here only because of who can write the folder: it is private (userdirs.private_folder: the user's, 0700,
+writable by no one else, not a link; ssh's rule) and so is each entry (userdirs.read_private: a regular file of
+the user's, writable by no one else, at most ENTRY_LIMIT bytes, opened without following a link or waiting on a
+FIFO).
 Whoever can write such a file is the user, who could as well edit their shell's start-up files. Even so the
 unpickler builds only the fact classes (FactsUnpickler), and the digest keeps a damaged entry from reaching it: an
 entry that fails any check is ignored and the file read again, never an error. A cache folder that cannot be made
