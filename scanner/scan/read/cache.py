@@ -88,7 +88,8 @@ facts_folder = facts_dir
 
 
 class FactsUnpickler(pickle.Unpickler):
-    """An unpickler that builds the fact classes and the built-in values only (never a function call)."""
+    """An unpickler that builds the fact classes and built-in values only: a pickle naming any other class or
+    function (``os.system``, say) is refused before anything runs."""
 
     def find_class(self, module: str, name: str) -> Any:
         cls = FACT_TYPES.get(name)
