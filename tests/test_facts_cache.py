@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import os
 import pickle
-import resource
 import shutil
 import stat
 import subprocess
@@ -24,6 +23,8 @@ from test_hostile_scan import finishes
 
 from cuda4amd import userdirs
 from cuda4amd.scan.read import cache as facts
+
+resource = pytest.importorskip("resource", reason="the hostile scans are bounded with POSIX resource limits")
 
 TREE = FIXTURES / "demo" / "Tool"
 #: someone else: the "nobody" user of most systems
@@ -225,6 +226,21 @@ def test_read_private_takes_only_a_private_regular_file_within_the_limit(tmp_pat
     if os.geteuid() == 0:
         os.chown(path, OTHER_UID, OTHER_UID)
         assert userdirs.read_private(path, 5) is None
+
+
+def test_on_windows_the_owner_and_mode_checks_are_skipped_and_links_still_refused(tmp_path, monkeypatch):
+    """Windows keeps who may write in ACLs, which st_uid and st_mode do not show (modelled here on POSIX)."""
+    path = tmp_path / "entry"
+    userdirs.write_private(path, b"facts")
+    path.chmod(0o666)
+    (tmp_path / "link").symlink_to(path)
+    tmp_path.chmod(0o777)
+    monkeypatch.setattr(os, "name", "nt")
+    assert userdirs.read_private(path, 5) == b"facts"
+    assert userdirs.read_private(tmp_path / "link", 5) is None
+    assert userdirs.private_folder(tmp_path) == tmp_path
+    monkeypatch.undo()
+    tmp_path.chmod(0o700)
 
 
 @needs_fifo
