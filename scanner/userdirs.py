@@ -12,14 +12,27 @@ else ``facts`` in the cache folder.
 
 The state folder holds the journal key and the target locks (fix/state.py,
 fix/lock.py).
+
+What a folder of these holds is used only when it is private, ssh's rule for
+``~/.ssh``: :func:`private_folder` creates a folder 0700 and refuses (one line
+on stderr) one that is a symbolic link, not owned by the user, or writable by
+its group or others; :func:`read_private` reads a file only when it is a regular
+file of the user's, written by no one else, of a bounded size, opened without
+following a link or waiting on a FIFO; :func:`write_private` writes a file 0600
+whole or not at all. Whoever else could write there could otherwise choose what
+cuda4amd believes (issue 31).
 """
 from __future__ import annotations
 
 import os
+import stat
 import sys
+import tempfile
+from contextlib import suppress
 from pathlib import Path
 
-__all__ = ["CACHE_VARIABLE", "FACTS_VARIABLE", "cache_dir", "facts_dir", "state_dir"]
+__all__ = ["CACHE_VARIABLE", "FACTS_VARIABLE", "cache_dir", "facts_dir", "private_folder", "read_private",
+           "state_dir", "write_private"]
 
 CACHE_VARIABLE = "CUDA4AMD_CACHE"
 FACTS_VARIABLE = "CUDA4AMD_FACTS_CACHE"
@@ -58,3 +71,81 @@ def state_dir() -> Path:
         if not os.path.isabs(base):  # the spec: a relative value is invalid and ignored
             base = str(Path.home() / ".local" / "state")
     return Path(base) / "cuda4amd"
+
+
+#: mode bits that let the group or others write: a folder or file with one is not private
+OTHERS_WRITE = stat.S_IWGRP | stat.S_IWOTH
+#: open flags of :func:`read_private`: never follow a link in the last component, never wait on a FIFO
+#: (neither flag exists on Windows, where a FIFO cannot be named in a folder and a link is looked for first)
+READ_FLAGS = os.O_RDONLY | getattr(os, "O_NOFOLLOW", 0) | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
+
+
+def private_folder(path: Path) -> Path | None:
+    """``path``, created (mode 0700, parents as the umask says) if missing, when it is private: a real folder,
+    not a symbolic link, owned by the user and writable by no one else; else None. A folder that exists and is
+    not private is refused with one line on stderr; one that cannot be created is None without a word (no
+    cache folder, a read-only file system: the caller does without)."""
+    try:
+        path.mkdir(mode=0o700, parents=True, exist_ok=True)
+        info = os.lstat(path)
+    except OSError:
+        return None
+    why = _not_private(info, "folder")
+    if why is None:
+        return path
+    print(f"cuda4amd: not using {path}: {why}", file=sys.stderr)
+    return None
+
+
+def read_private(path: Path, limit: int) -> bytes | None:
+    """The bytes of the file ``path`` when it is a regular file of at most ``limit`` bytes, owned by the user and
+    writable by no one else; else (a link, a FIFO or device, someone else's, too big, unreadable) None."""
+    try:
+        # Windows follows a link whatever the flags: refused before opening (making one there takes a privilege)
+        if os.name == "nt" and os.path.islink(path):
+            return None
+        fd = os.open(path, READ_FLAGS)
+    except OSError:
+        return None
+    try:
+        info = os.fstat(fd)
+        if not stat.S_ISREG(info.st_mode) or info.st_size > limit or _not_private(info, "file") is not None:
+            return None
+        data = os.read(fd, info.st_size + 1)
+    except OSError:
+        return None
+    finally:
+        os.close(fd)
+    return data if len(data) == info.st_size else None  # a file that grew or shrank while read: none of it
+
+
+def write_private(path: Path, data: bytes) -> None:
+    """Write ``data`` to ``path`` (in a private folder) whole or not at all: a new file, mode 0600, in the same
+    folder, renamed over ``path``; a reader sees the old file or the new one, never a part. OSError if it fails."""
+    fd, temporary = tempfile.mkstemp(dir=path.parent, prefix=".", suffix=".tmp")  # 0600, O_EXCL: a fresh file
+    try:
+        with os.fdopen(fd, "wb") as out:
+            out.write(data)
+        os.replace(temporary, path)
+    except BaseException:
+        with suppress(OSError):
+            os.unlink(temporary)
+        raise
+
+
+def _not_private(info: os.stat_result, kind: str) -> str | None:
+    """Why a folder or file with this lstat/fstat is not private (None when it is)."""
+    wanted = stat.S_ISDIR if kind == "folder" else stat.S_ISREG
+    if stat.S_ISLNK(info.st_mode):
+        return "it is a symbolic link"
+    if not wanted(info.st_mode):
+        return f"it is not a {kind}"
+    if os.name == "nt":
+        # Windows keeps who may write in ACLs, which st_uid (always 0) and st_mode (the read-only bit) do not
+        # show; the per-user folders (%LOCALAPPDATA%) are the user's by their default ACL
+        return None
+    if info.st_uid != os.geteuid():
+        return f"it is owned by user id {info.st_uid}, not by you ({os.geteuid()})"
+    if info.st_mode & OTHERS_WRITE:
+        return f"its group or others can write it (mode {stat.S_IMODE(info.st_mode):04o})"
+    return None

@@ -9,7 +9,6 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import sqlite3
 import sys
 import zipfile
 
@@ -45,9 +44,9 @@ def scan_json(target, *options: str, cache_dir=None) -> str:
     return json.dumps(document, indent=2)
 
 
-def db_rows(cache_dir) -> list[tuple]:
-    with sqlite3.connect(cache_dir / facts.DATABASE) as db:
-        return db.execute("SELECT key, record, seal FROM facts ORDER BY key").fetchall()
+def entries(cache_dir) -> list:
+    """The facts entries in ``cache_dir``, one file per binary."""
+    return sorted(cache_dir.glob("*" + facts.SUFFIX))
 
 
 @pytest.mark.parametrize("case", sorted(CASES))
@@ -61,7 +60,7 @@ def test_workers_and_cache_give_the_one_process_report(case, tmp_path):
     warm_parallel = scan_json(target, "--jobs", "2", cache_dir=tmp_path / "facts")
     assert cold == warm == warm_parallel == serial
     if json.loads(serial)["binaries"]:
-        assert db_rows(tmp_path / "facts"), "the cache was filled"
+        assert entries(tmp_path / "facts"), "the cache was filled"
 
 
 def test_an_archive_read_by_workers_matches_one_process(tmp_path):
@@ -84,107 +83,82 @@ def test_library_default_reads_in_process_for_small_trees(scan):
 
 
 def tamper(cache_dir, change) -> None:
-    with sqlite3.connect(cache_dir / facts.DATABASE) as db:
-        rows = db.execute("SELECT key, record, seal FROM facts").fetchall()
-        assert rows
-        for key, record, seal in rows:
-            record, seal = change(key, bytes(record), bytes(seal))
-            db.execute("UPDATE facts SET record = ?, seal = ? WHERE key = ?", (record, seal, key))
+    """Each entry's bytes replaced by ``change(key, entry bytes)`` (the file stays the user's, mode 0600)."""
+    found = entries(cache_dir)
+    assert found
+    for entry in found:
+        entry.write_bytes(change(entry.name[:-len(facts.SUFFIX)], entry.read_bytes()))
 
 
-def sealed(cache_dir, text: bytes) -> bytes:
+def sealed(body: bytes) -> bytes:
+    """``body`` as an entry: its SHA-256, then it."""
     import hashlib
-    import hmac
 
-    return hmac.new((cache_dir / facts.SECRET).read_bytes(), text, hashlib.sha256).digest()
-
-
-def field_index(name: str) -> int:
-    import dataclasses
-
-    from cuda4amd.model import BinaryInfo
-
-    return [f.name for f in dataclasses.fields(BinaryInfo)].index(name)
+    return hashlib.sha256(body).digest() + body
 
 
-INFO = facts.RECORD_FIELDS.index("info")
+def record_of(entry: bytes) -> tuple:
+    import pickle
+
+    return pickle.loads(entry[facts.DIGEST_BYTES:])  # the test's own cache
 
 
-def changed_info(record: bytes, change) -> bytes:
-    """``record`` with ``change`` applied to the list of its BinaryInfo's field values."""
-    import marshal
+def changed_record(change):
+    """A tamper() change that rewrites the record and digests it again: only the record's checks stand in the way."""
+    import pickle
 
-    data = list(marshal.loads(record))  # noqa: S302  (the test's own cache)
-    info = list(data[INFO])
-    change(info)
-    data[INFO] = tuple(info)
-    return marshal.dumps(tuple(data), facts.MARSHAL_VERSION)
-
-
-def swap_exports(record: bytes) -> bytes:
-    """The same record with its export names changed: what a forger would want the scan to believe."""
-    return changed_info(record, lambda info: info.__setitem__(field_index("exports"), ("cuInit", "cublasCreate_v2")))
-
-
-def resealed(cache_dir, change):
-    """A tamper() change that seals what it wrote with the cache's own key: only the type checks stand in the way."""
-    def apply(key, record, seal):
-        text = change(record)
-        return text, sealed(cache_dir, text)
+    def apply(key, entry):
+        return sealed(pickle.dumps(change(record_of(entry)), protocol=5))
     return apply
 
 
-@pytest.mark.parametrize("damage", ["flipped-byte", "forged-without-key", "other-key", "wrong-types",
-                                    "extra-field", "uneven-columns", "list-for-tuple", "code-object",
-                                    "not-marshal", "text-for-blob", "garbage-database", "unreadable-key"])
-def test_a_damaged_or_tampered_cache_changes_nothing(damage, tmp_path, rules):
+class Forged:
+    """What a forged pickle would do when loaded: run a command (here, make the file ``proof``)."""
+
+    def __init__(self, proof) -> None:
+        self.proof = proof
+
+    def __reduce__(self):
+        return (os.system, (f"touch '{self.proof}'",))
+
+
+@pytest.mark.parametrize("damage", ["flipped-byte", "truncated", "empty", "other-key", "extra-field",
+                                    "info-not-a-binary", "not-pickle", "foreign-class", "garbage"])
+def test_a_damaged_cache_changes_nothing(damage, tmp_path, rules):
+    import pickle
+
     target = tmp_path / "tree"
     shutil.copytree(FIXTURES / "demo" / "Tool", target)
     cache_dir = tmp_path / "facts"
     serial = scan_json(target, "--jobs", "1", "--no-cache")
     assert scan_json(target, cache_dir=cache_dir) == serial
-    assert cache_hits(target, cache_dir, rules) == len(db_rows(cache_dir)) > 0
+    assert cache_hits(target, cache_dir, rules) == len(entries(cache_dir)) > 0
     if damage == "flipped-byte":
-        tamper(cache_dir, lambda k, r, s: (r[:20] + bytes([r[20] ^ 1]) + r[21:], s))
-    elif damage == "forged-without-key":
-        tamper(cache_dir, lambda k, r, s: (swap_exports(r), s))
+        tamper(cache_dir, lambda k, e: e[:40] + bytes([e[40] ^ 1]) + e[41:])
+    elif damage == "truncated":
+        tamper(cache_dir, lambda k, e: e[:-1])
+    elif damage == "empty":
+        tamper(cache_dir, lambda k, e: b"")
     elif damage == "other-key":
-        rows = db_rows(cache_dir)
-        records = [(r, s) for _, r, s in rows]
-        shifted = dict(zip([k for k, _, _ in rows], records[1:] + records[:1]))
-        tamper(cache_dir, lambda k, r, s: shifted[k])
-    elif damage == "wrong-types":
-        bits = field_index("bits")
-        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.__setitem__(bits, str(i[bits])))))
+        found = entries(cache_dir)
+        contents = [e.read_bytes() for e in found]
+        shifted = dict(zip([e.name[:-len(facts.SUFFIX)] for e in found], contents[1:] + contents[:1], strict=True))
+        tamper(cache_dir, lambda k, e: shifted[k])
     elif damage == "extra-field":
-        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.append("one more"))))
-    elif damage == "uneven-columns":  # the sections' names one short of their addresses
-        sections = field_index("sections")
-
-        def shorten(info):
-            columns = list(info[sections])
-            columns[0] = columns[0][:-1]
-            info[sections] = tuple(columns)
-        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, shorten)))
-    elif damage == "list-for-tuple":
-        exports = field_index("exports")
-        tamper(cache_dir, resealed(cache_dir, lambda r: changed_info(r, lambda i: i.__setitem__(exports, list(i[exports])))))
-    elif damage == "code-object":  # marshal builds code objects too: sealed, it is still not a record
-        import marshal
-
-        code = marshal.dumps(compile("open('/tmp/x', 'w')", "forged", "exec"))
-        tamper(cache_dir, resealed(cache_dir, lambda r: code))
-    elif damage == "not-marshal":
-        tamper(cache_dir, resealed(cache_dir, lambda r: b"\x80not marshal"))
-    elif damage == "text-for-blob":  # sqlite keeps whatever type was stored
-        tamper(cache_dir, lambda k, r, s: (r.decode("latin-1"), s))
-    elif damage == "garbage-database":
-        (cache_dir / facts.DATABASE).write_bytes(os.urandom(4096))
-    elif damage == "unreadable-key":
-        (cache_dir / facts.SECRET).write_bytes(b"short")
-    assert cache_hits(target, cache_dir, rules) == 0  # every record refused (or the cache off), none trusted
+        tamper(cache_dir, changed_record(lambda r: (*r, "one more")))
+    elif damage == "info-not-a-binary":
+        tamper(cache_dir, changed_record(lambda r: (*r[:2], tuple(vars(r[2]).values()), *r[3:])))
+    elif damage == "not-pickle":
+        tamper(cache_dir, lambda k, e: sealed(b"\x80not pickle"))
+    elif damage == "foreign-class":  # a pickle that would run a command: the facts unpickler builds facts only
+        tamper(cache_dir, lambda k, e: sealed(pickle.dumps(Forged(tmp_path / "forged-ran"), protocol=5)))
+    elif damage == "garbage":
+        tamper(cache_dir, lambda k, e: os.urandom(len(e)))
+    assert cache_hits(target, cache_dir, rules) == 0  # every entry refused, none used
+    assert not (tmp_path / "forged-ran").exists()
     assert scan_json(target, cache_dir=cache_dir) == serial
     assert scan_json(target, "--jobs", "2", cache_dir=cache_dir) == serial
+    assert cache_hits(target, cache_dir, rules) == len(entries(cache_dir))  # each written anew
 
 
 def test_a_changed_file_is_read_again(tmp_path, scan):
@@ -197,30 +171,41 @@ def test_a_changed_file_is_read_again(tmp_path, scan):
     assert scan(target, cache=True) != first
 
 
-def test_cache_records_are_sealed_marshal_data_keyed_by_file_identity(tmp_path):
-    import marshal
+def test_cache_entries_are_private_digested_pickles_keyed_by_file_identity(tmp_path):
+    import hashlib
+    import io
 
     target = tmp_path / "tree"
     shutil.copytree(FIXTURES / "pe", target)
     cache_dir = tmp_path / "facts"
     scan_json(target, cache_dir=cache_dir)
-    rows = db_rows(cache_dir)
-    assert rows
-    for key, record, seal in rows:
-        data = marshal.loads(record)  # noqa: S302  (the test's own cache)
-        assert len(data) == len(facts.RECORD_FIELDS)
-        assert data[facts.RECORD_FIELDS.index("key")] == key and data[INFO][0] in ("PE", "ELF")
-        assert bytes(seal) == sealed(cache_dir, bytes(record))
-    assert oct((cache_dir / facts.SECRET).stat().st_mode & 0o777) == "0o600"
-    # touching a file (same bytes, new mtime) makes its record stale: a new key
+    found = entries(cache_dir)
+    assert found
+    assert not cache_dir.stat().st_mode & 0o022  # private (made 0700 when the cache makes it: test_facts_cache.py)
+    for entry in found:
+        assert oct(entry.stat().st_mode & 0o777) == "0o600"
+        data = entry.read_bytes()
+        assert data[:facts.DIGEST_BYTES] == hashlib.sha256(data[facts.DIGEST_BYTES:]).digest()
+        record = facts.FactsUnpickler(io.BytesIO(data[facts.DIGEST_BYTES:])).load()
+        assert record[0] == entry.name[:-len(facts.SUFFIX)] and record[2].format in ("PE", "ELF")
+    assert not list(cache_dir.glob(".*.tmp"))  # every write renamed into place
+    # touching a file (same bytes, new mtime) makes its entry stale: a new key
     os.utime(next(p for p in sorted(target.iterdir()) if p.suffix == ".dll"), ns=(1, 1))
     scan_json(target, cache_dir=cache_dir)
-    assert len(db_rows(cache_dir)) == len(rows) + 1
+    assert len(entries(cache_dir)) == len(found) + 1
 
 
-def test_the_reader_version_follows_the_reader_sources():
-    assert facts.reader_version() == facts.reader_version()
-    assert len(facts.reader_version()) == 64
+def test_the_key_follows_the_version_and_the_facts_format(monkeypatch):
+    import cuda4amd
+
+    before = facts.scan_context("fast", None)
+    assert facts.scan_context("fast", None) == before and len(before) == 64
+    assert facts.scan_context("lief", None) != before
+    monkeypatch.setattr(facts, "FACTS_FORMAT", facts.FACTS_FORMAT + 1)
+    assert facts.scan_context("fast", None) != before
+    monkeypatch.undo()
+    monkeypatch.setattr(facts, "__version__", cuda4amd.__version__ + ".1")
+    assert facts.scan_context("fast", None) != before
 
 
 def test_rules_fingerprint_is_the_same_in_every_process(rules):
@@ -293,22 +278,20 @@ def read_with_cache(target, cache_dir, rules):
     return result, cache.hits, len(found)
 
 
-def test_a_warm_cache_answers_every_file_and_a_tampered_one_none(tmp_path, rules):
+def test_a_warm_cache_answers_every_file_and_a_damaged_one_none(tmp_path, rules):
     target = CASES["byname"]
     cold, hits, count = read_with_cache(target, tmp_path, rules)
     assert hits == 0 and count > 0
     warm, hits, _ = read_with_cache(target, tmp_path, rules)
     assert hits == count and warm == cold
-    tamper(tmp_path, lambda k, r, s: (swap_exports(r), s))
+    tamper(tmp_path, lambda k, e: e[:-2] + bytes([e[-2] ^ 1]) + e[-1:])
     again, hits, _ = read_with_cache(target, tmp_path, rules)
     assert hits == 0 and again == cold
 
 
-def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules, monkeypatch):
-    """Facts rebuilt from records equal the ones read, fat binary entries (built slot by slot) included;
-    the records looked up a few keys per query."""
-    monkeypatch.setattr(facts, "KEYS_PER_QUERY", 3)
-    (cold, _), hits, count = read_with_cache(FIXTURES, tmp_path, rules)
+def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules):
+    """Facts rebuilt from entries equal the ones read, fat binary entries (slotted) included."""
+    (cold, _), hits, _ = read_with_cache(FIXTURES, tmp_path, rules)
     assert hits == 0
     (warm, _), hits, _ = read_with_cache(FIXTURES, tmp_path, rules)
     assert hits == len(cold) and warm == cold
@@ -320,12 +303,12 @@ def test_a_warm_cache_gives_every_fixture_equal_facts(tmp_path, rules, monkeypat
     assert not any(b.info.exports for b in warm)  # a scan leaves export names out (model.BinaryInfo)
 
 
-def test_facts_marshal_cannot_write_are_read_again_not_an_error(tmp_path, rules):
+def test_facts_pickle_cannot_write_are_read_again_not_an_error(tmp_path, rules):
     from cuda4amd.model import BinaryInfo, ReadOutcome, ScannedBinary
     from cuda4amd.scan.discover import FoundBinary
     from cuda4amd.scan.read.payload import PayloadInspector
 
-    class Name(str):
+    class Name(str):  # a class of this function: pickle cannot name it
         pass
 
     inspector = PayloadInspector(rules, rules.release(rules.default_release))
@@ -337,7 +320,7 @@ def test_facts_marshal_cannot_write_are_read_again_not_an_error(tmp_path, rules)
     assert key is not None
     cache.put(key, ReadOutcome(ScannedBinary("a.dll", BinaryInfo("PE", "x86_64", 64, "dll", exports=(Name("f"),)))),
               item, inspector)
-    assert cache.writes == []
+    assert entries(tmp_path / "facts") == [] and cache.written == 0
     cache.put(key, ReadOutcome(ScannedBinary("a.dll", BinaryInfo("PE", "x86_64", 64, "dll", exports=("f",)))),
               item, inspector)
     cache.commit()
@@ -421,7 +404,7 @@ def test_worker_results_pickle_as_class_and_field_values(rules):
     assert any(o.errors for o in outcomes)
     for outcome in outcomes:
         data = pickle.dumps(outcome, protocol=pickle.HIGHEST_PROTOCOL)
-        assert pickle.loads(data) == outcome  # noqa: S301  (our own bytes)
+        assert pickle.loads(data) == outcome  # our own bytes
         # no per-object state to set: neither BUILD (dataclasses' __setstate__) nor NEWOBJ
         assert {op.name for op, _, _ in pickletools.genops(data)}.isdisjoint({"BUILD", "NEWOBJ", "NEWOBJ_EX"})
     plain = [cls for cls in vars(model).values() if isinstance(cls, type) and dataclasses.is_dataclass(cls)]
@@ -472,7 +455,7 @@ def hostile_read(found, rules, jobs, cache_dir=None):
     inspector = PayloadInspector(rules, rules.release(rules.default_release))
 
     def read():
-        # opened in the reading thread: a sqlite connection serves only the thread that made it
+        # opened in the reading thread, as the scan does
         cache = facts.FactCache.open("fast", inspector, cache_dir) if cache_dir is not None else None
         try:
             return parallel.read_binaries(None, found, "fast", inspector=inspector, jobs=jobs, cache=cache)
@@ -493,7 +476,7 @@ def test_a_binary_swapped_for_a_fifo_is_one_error_in_a_worker_and_never_a_cache_
         shutil.copy(HOSTILE_PE, tree / name)
     found = discovery.discover(discovery.resolve_target(str(tree))).binaries
     hostile_read(found, rules, 1, tmp_path / "facts")  # every file's facts cached
-    assert len(db_rows(tmp_path / "facts")) == 3
+    assert len(entries(tmp_path / "facts")) == 3
     (tree / "b.dll").unlink()
     os.mkfifo(tree / "b.dll")
     for jobs, cache_dir in ((1, None), (2, None), (1, tmp_path / "facts"), (2, tmp_path / "facts")):
@@ -501,7 +484,7 @@ def test_a_binary_swapped_for_a_fifo_is_one_error_in_a_worker_and_never_a_cache_
         assert [b.path for b in binaries] == ["a.dll", "c.dll"], (jobs, cache_dir)
         assert [(e.path, e.stage) for e in errors] == [("b.dll", "read")], (jobs, cache_dir)
         assert "not a regular file (a FIFO)" in errors[0].message
-    assert len(db_rows(tmp_path / "facts")) == 3  # nothing recorded for the FIFO
+    assert len(entries(tmp_path / "facts")) == 3  # nothing recorded for the FIFO
 
 
 def test_damaged_and_oversized_binaries_read_by_workers_and_cache_match_one_process(tmp_path):
@@ -531,7 +514,8 @@ def test_damaged_and_oversized_binaries_read_by_workers_and_cache_match_one_proc
     assert scan_json(tree, "--jobs", "3", "--no-cache") == serial
     assert scan_json(tree, "--jobs", "3", cache_dir=tmp_path / "facts") == serial
     assert scan_json(tree, "--jobs", "1", cache_dir=tmp_path / "facts") == serial
-    assert len(db_rows(tmp_path / "facts")) == 2  # good.dll and libhuge.so (its error recorded with it), not the refused one
+    # good.dll and libhuge.so (its error recorded with it), not the refused one
+    assert len(entries(tmp_path / "facts")) == 2
 
 
 def test_corrupt_and_oversized_wheel_members_read_by_workers_and_cache_match_one_process(tmp_path, monkeypatch):
@@ -562,4 +546,4 @@ def test_corrupt_and_oversized_wheel_members_read_by_workers_and_cache_match_one
     assert scan_json(wheel, "--jobs", "2", "--no-cache") == serial
     assert scan_json(wheel, "--jobs", "2", cache_dir=tmp_path / "facts") == serial
     assert scan_json(wheel, "--jobs", "1", cache_dir=tmp_path / "facts") == serial
-    assert len(db_rows(tmp_path / "facts")) == 3
+    assert len(entries(tmp_path / "facts")) == 3
