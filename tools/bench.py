@@ -13,7 +13,8 @@ Each measurement but one is a fresh process (`python -m cuda4amd scan TREE
   * the floor: what any scan of the tree must do, in one fresh process
     (`FLOOR`): walk the tree, sniff each file's magic, read each binary's
     import names with the fast reader; no kernels, by-name strings, cache,
-    analysis or report. The table gives the full scans' medians over it;
+    analysis or report, in the same rounds as the two full scans above (one
+    run of each a round). The table gives the full scans' medians over it;
   * `--engine lief` in the same run, and the ratio of the medians;
   * re-scan of the unchanged tree with a warm facts cache (a private cache
     folder, filled by one untimed run);
@@ -147,16 +148,23 @@ def disk_faults() -> int:
 
 
 def run(command: list[str], env: dict[str, str], times: int) -> Runs:
-    runs = Runs()
+    return interleaved([command], env, times)[0]
+
+
+def interleaved(commands: list[list[str]], env: dict[str, str], times: int) -> list[Runs]:
+    """Each command ``times`` times, one run of each per round: their ratios hold on a machine whose speed
+    drifts from minute to minute (docs/performance.md, "Compare builds in the same minutes")."""
+    runs = [Runs() for _ in commands]
     for _ in range(times):
-        faults = disk_faults()
-        start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, env=env, check=False)
-        runs.wall.append(time.perf_counter() - start)
-        runs.faults.append(disk_faults() - faults)
-        if done.returncode not in (0, 3, 4):
-            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
-        runs.outputs.append(done.stdout.decode())
+        for command, its in zip(commands, runs, strict=True):
+            faults = disk_faults()
+            start = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, env=env, check=False)
+            its.wall.append(time.perf_counter() - start)
+            its.faults.append(disk_faults() - faults)
+            if done.returncode not in (0, 3, 4):
+                raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
+            its.outputs.append(done.stdout.decode())
     return runs
 
 
@@ -415,9 +423,9 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     reference = run(command("--jobs", "1", "--no-cache"), env, 1)  # also warms the page cache
     expected = reference.outputs[0]
     report = json.loads(expected)
-    parallel = run(command("--no-cache"), env, runs)
-    serial = run(command("--jobs", "1", "--no-cache"), env, runs)
-    floor = run(floor_command(tree, follow_links), env, runs)
+    # the floor in the same rounds as the scans it is compared with
+    parallel, serial, floor = interleaved([command("--no-cache"), command("--jobs", "1", "--no-cache"),
+                                           floor_command(tree, follow_links)], env, runs)
     # as many workers as the fast runs (lief's default is one process: it holds whole files)
     lief = run(command("--no-cache", "--engine", "lief", "--jobs", str(cores)), env, lief_runs)
     run(command(), env, 1)  # fills the facts cache
