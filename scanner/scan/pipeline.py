@@ -104,23 +104,25 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     progress = progress or Progress()
     laps = _Laps()
 
+    # rules: the shipped ones and each --rules folder; the release judged against
     rules = rules or load_rules(options.rule_dirs)
     release = rules.release(options.zluda_release or rules.default_release)
     target = discovery.resolve_target(options.target)
     laps.done("rules")
 
-    # before the walk: a bad recorded host report stops the scan before it starts
+    # host: this machine, a recorded report or none; before the walk, so a bad report stops the scan at once
     host, basis, judge_host = _host(options, target, rules)
     laps.done("host")
 
-    # A single binary is scanned with its folder, its application directory:
-    # the libraries it loads from there decide its verdict too.
+    # discover: the binaries of the tree. A single binary is scanned with its folder, its application
+    # directory: the libraries it loads from there decide its verdict too.
     walked = _application_folder(target) if target.kind == "file" else target
     progress.discovering()
     found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs)
     focus = _focus(target, found) if target.kind == "file" else None
     laps.done("discover")
 
+    # read: each binary's facts (scan/read/stage.py), and the distributions installed in the tree
     settings = ReadSettings(options.engine, PayloadInspector(rules, release), options.jobs, options.cache)
     progress.reading(len(found.binaries))
     if focus is None:
@@ -137,6 +139,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         found.files_seen += archived.files_seen
     laps.done("read")
 
+    # graph: which file each library name loads, --search-path libraries read on the way
     frameworks = rules.frameworks if distributions else ()
     _set_owners(binaries, distributions)
     reach = _reach(binaries, distributions, frameworks)
@@ -161,6 +164,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
             binaries = binaries + outside
             edges = resolve(binaries)
         read_errors += outside_errors
+    # classify, verdict, packages
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
