@@ -17,7 +17,8 @@ def test_bench_reports_each_goal_on_a_fixture_tree(tmp_path):
     assert done.returncode == 0, done.stderr
     table = done.stdout
     assert "| measurement | runs | min | median | max | goal | met | disk reads |" in table
-    timed = [line for line in table.splitlines() if line.startswith(("| full scan, warm", "| re-scan", "| the same in"))]
+    timed = [line for line in table.splitlines()
+             if line.startswith(("| full scan, warm", "| re-scan", "| the same in"))]
     assert len(timed) == 5, table
     for row in timed:  # each says how many page faults of its runs read the disk
         cells = [cell.strip() for cell in row.strip("|").split("|")]
@@ -25,7 +26,8 @@ def test_bench_reports_each_goal_on_a_fixture_tree(tmp_path):
     for row in ("full scan, warm, `--no-cache` (jobs =", "full scan, warm, `--no-cache --jobs 1`",
                 "`--no-cache --engine lief --jobs", "lief ÷ fast (medians, same run)",
                 "re-scan, unchanged tree, warm facts cache",
-                "the same in one process, as `--fix` verification re-scans"):
+                "the same in one process, as `--fix` verification re-scans",
+                "floor: walk + magic + import names, one process", "full scan ÷ floor (medians)"):
         assert row in table, row
     if os.path.exists("/proc/self/smaps_rollup"):
         assert "peak memory, main process (VmHWM)" in table and "summed PSS" in table

@@ -10,8 +10,8 @@ import pytest
 from conftest import FIXTURES
 
 from cuda4amd.scan import discover as discovery
-from cuda4amd.scan.pipeline import read_all
 from cuda4amd.scan.read.engine import read_path
+from cuda4amd.scan.read.stage import read_all
 
 PE = FIXTURES / "pe" / "plain.dll"
 ELF = FIXTURES / "elf" / "libplain.so"
@@ -143,7 +143,7 @@ def test_wheel_is_read_in_place(tmp_path):
 
 
 def test_large_archive_members_are_spooled_not_held(tmp_path, monkeypatch):
-    import cuda4amd.scan.read.parallel as scan_module
+    import cuda4amd.scan.read.item as scan_module
 
     archive = tmp_path / "big.zip"
     with zipfile.ZipFile(archive, "w") as zf:

@@ -122,16 +122,12 @@ def test_a_small_tree_is_walked_here(tmp_path, monkeypatch):
 
 
 def test_a_scan_whose_walk_splits_reports_as_one_process(tmp_path, monkeypatch):
-    # without a walk ahead (where processes do not fork, say), the walk and the read share one set of
-    # workers (pipeline._shared_workers); tests/test_walk_ahead.py has the walk split in the child ahead
+    # the walk split over workers (--jobs 3), then the read: the report a one-process scan gives
     import json
 
     from click.testing import CliRunner
 
     from cuda4amd.cli import main
-    from cuda4amd.scan.walk_ahead import WalkAhead
-
-    monkeypatch.setattr(WalkAhead, "start", classmethod(lambda cls, *args, **kwargs: None))
 
     build_tree(tmp_path / "tree")
     started = []

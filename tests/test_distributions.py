@@ -475,10 +475,9 @@ def test_owners_are_the_first_distribution_of_each_path(specs, asked):
 # owners in a scan
 # ---------------------------------------------------------------------------
 @pytest.mark.parametrize("with_wheel", [False, True])
-def test_a_scan_looks_up_the_owners_of_the_walks_binaries_while_it_reads(tmp_path, monkeypatch, with_wheel):
-    """While workers read, the scan looks up which distribution lists each binary the walk found; analysis
-    then asks only about the rest (archive members), or about every binary where an archive in the tree
-    added distributions. Either way each binary gets the owner one lookup of all of them gives."""
+def test_a_scan_looks_up_the_owners_of_every_binary_once_after_reading(tmp_path, monkeypatch, with_wheel):
+    """Once everything is read (archive members too), one lookup says which distribution lists each binary,
+    in one process or with workers."""
     from conftest import FIXTURES
 
     from cuda4amd.scan import pipeline
@@ -497,25 +496,16 @@ def test_a_scan_looks_up_the_owners_of_the_walks_binaries_while_it_reads(tmp_pat
             wheel.writestr("c/five.dll", dll)
             wheel.writestr("c-3.0.dist-info/METADATA", "Metadata-Version: 2.1\nName: c\nVersion: 3.0\n")
             wheel.writestr("c-3.0.dist-info/RECORD", "c/five.dll,,\n")
-    events: list[str] = []
     asked: list[list[str]] = []
-    lookup, read_all = pipeline.owners_of, pipeline.read_all
+    lookup = pipeline.owners_of
 
     def owners_of(dists, paths):
-        events.append("owners")
         asked.append(list(paths))
         return lookup(dists, paths)
 
-    def read(*args, **kwargs):
-        value = read_all(*args, **kwargs)
-        events.append("read")
-        return value
-
     monkeypatch.setattr(pipeline, "owners_of", owners_of)
-    monkeypatch.setattr(pipeline, "read_all", read)
 
     def owners(jobs: int) -> dict[str, str | None]:
-        events.clear()
         asked.clear()
         result = pipeline.run_scan(pipeline.ScanOptions(target=str(venv), host="none", jobs=jobs))
         return {b.path: b.distribution for b in result.binaries}
@@ -525,13 +515,6 @@ def test_a_scan_looks_up_the_owners_of_the_walks_binaries_while_it_reads(tmp_pat
                 prefix + "loose/four.dll": None}
     if with_wheel:
         expected[prefix + "c-3.0-py3-none-any.whl/c/five.dll"] = "c"
-    assert owners(2) == expected
-    walked = sorted(p for p in expected if ".whl/" not in p)
-    assert events[0] == "owners" and sorted(asked[0]) == walked  # the walk's binaries, while the workers read
-    if with_wheel:  # the wheel's distribution came after: every binary asked again
-        assert events == ["owners", "read", "read", "owners"] and sorted(asked[1]) == sorted(expected)
-    else:
-        assert events == ["owners", "read"]
-    assert owners(1) == expected  # no workers: looked up after the read, once
-    assert events == ["read", "read", "owners"] if with_wheel else events == ["read", "owners"]
-    assert sorted(asked[0]) == (sorted(expected) if with_wheel else walked)
+    for jobs in (2, 1):
+        assert owners(jobs) == expected
+        assert len(asked) == 1 and sorted(asked[0]) == sorted(expected)

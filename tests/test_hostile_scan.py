@@ -17,10 +17,11 @@ from cuda4amd.cli import main
 from cuda4amd.model import BinaryInfo, Section
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.distributions import find_distributions
-from cuda4amd.scan.pipeline import ScanOptions, read_all, run_scan
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
 from cuda4amd.scan.read import fatbin
 from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.engine import read_bytes, sniff_file
+from cuda4amd.scan.read.stage import read_all
 
 PE = FIXTURES / "pe" / "blas_mixed.dll"
 ELF_FATBIN = FIXTURES / "kernels" / "elf" / "libaxpy_nocompress.so"

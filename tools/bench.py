@@ -10,6 +10,11 @@ Each measurement but one is a fresh process (`python -m cuda4amd scan TREE
 
   * full scan, warm page cache, facts cache off (`--no-cache`): the default
     `--jobs` (one worker per usable core) and `--jobs 1`;
+  * the floor: what any scan of the tree must do, in one fresh process
+    (`FLOOR`): walk the tree, sniff each file's magic, read each binary's
+    import names with the fast reader; no kernels, by-name strings, cache,
+    analysis or report, in the same rounds as the two full scans above (one
+    run of each a round). The table gives the full scans' medians over it;
   * `--engine lief` in the same run, and the ratio of the medians;
   * re-scan of the unchanged tree with a warm facts cache (a private cache
     folder, filled by one untimed run);
@@ -63,7 +68,7 @@ CORE = [
     "nvidia-cufft-cu12==11.4.1.4",
 ]
 # the kernel-heavy cuBLAS wheel (cublasLt64_12.dll alone holds ~3000 fat binary containers)
-SETS = {"core": CORE, "core+cublas": CORE + ["nvidia-cublas-cu12==12.9.2.10"]}
+SETS = {"core": CORE, "core+cublas": [*CORE, "nvidia-cublas-cu12==12.9.2.10"]}
 
 # The goals of issue 13 (seconds, MB, ratio).
 GOAL_WARM_2_CORES = 0.8
@@ -73,6 +78,8 @@ GOAL_LIEF_RATIO = 25.0
 GOAL_RESCAN = 0.3
 GOAL_MAIN_MB = 150
 GOAL_TREE_MB = 400
+# issue 28: a scan with its default jobs within this many times the floor (FLOOR)
+GOAL_FLOOR_RATIO = 2.0
 
 
 @dataclass
@@ -141,16 +148,23 @@ def disk_faults() -> int:
 
 
 def run(command: list[str], env: dict[str, str], times: int) -> Runs:
-    runs = Runs()
+    return interleaved([command], env, times)[0]
+
+
+def interleaved(commands: list[list[str]], env: dict[str, str], times: int) -> list[Runs]:
+    """Each command ``times`` times, one run of each per round: their ratios hold on a machine whose speed
+    drifts from minute to minute (docs/performance.md, "Compare builds in the same minutes")."""
+    runs = [Runs() for _ in commands]
     for _ in range(times):
-        faults = disk_faults()
-        start = time.perf_counter()
-        done = subprocess.run(command, capture_output=True, env=env, check=False)
-        runs.wall.append(time.perf_counter() - start)
-        runs.faults.append(disk_faults() - faults)
-        if done.returncode not in (0, 3, 4):
-            raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
-        runs.outputs.append(done.stdout.decode())
+        for command, its in zip(commands, runs, strict=True):
+            faults = disk_faults()
+            start = time.perf_counter()
+            done = subprocess.run(command, capture_output=True, env=env, check=False)
+            its.wall.append(time.perf_counter() - start)
+            its.faults.append(disk_faults() - faults)
+            if done.returncode not in (0, 3, 4):
+                raise SystemExit(f"{' '.join(command)} failed ({done.returncode}):\n{done.stderr.decode()[-2000:]}")
+            its.outputs.append(done.stdout.decode())
     return runs
 
 
@@ -256,7 +270,8 @@ def tree_facts(tree: Path, report: dict, follow_links: bool) -> str:
     for binary in report["binaries"]:
         kinds[binary.get("format", "?")] = kinds.get(binary.get("format", "?"), 0) + 1
     shown = ", ".join(f"{n} {k}" for k, n in sorted(kinds.items()))
-    return f"{files:,} files, {size / 2**30:.2f} GiB; {len(report['binaries'])} binaries ({shown}); verdict {report['verdict']}"
+    return (f"{files:,} files, {size / 2**30:.2f} GiB; {len(report['binaries'])} binaries ({shown}); "
+            f"verdict {report['verdict']}")
 
 
 READERS = """
@@ -279,6 +294,29 @@ print(json.dumps({"files": len(paths), **spent}))
 """
 
 
+FLOOR = """
+import sys
+from cuda4amd.scan import discover
+from cuda4amd.scan.read.engine import MalformedBinary, mapped, read_buffer
+# one process: the walk sniffs every file that is not named like data (its magic)
+found = discover.discover(discover.resolve_target(sys.argv[1]), follow_links=sys.argv[2] == "1", jobs=1)
+names = 0
+for binary in found.binaries:
+    if binary.disk_path:
+        try:
+            with mapped(binary.disk_path) as buf:
+                names += len(read_buffer(buf, "fast", exports=False).imports)
+        except (MalformedBinary, OSError):
+            pass
+print(names)
+"""
+
+
+def floor_command(tree: Path, follow_links: bool) -> list[str]:
+    """The floor of a scan of ``tree`` (FLOOR) as a fresh process, as the scans are timed."""
+    return [sys.executable, "-c", FLOOR, str(tree), "1" if follow_links else "0"]
+
+
 READERS_TIMEOUT = 150  # seconds: lief alone over a 70,000-file venv is slow
 
 
@@ -291,7 +329,8 @@ from cuda4amd.scan.pipeline import ScanOptions, run_scan
 gc.set_threshold(*GC_THRESHOLD)  # as the CLI runs a command
 rules = load_rules()
 # fix.apply._same_scan_again: the options `scan` made (the facts cache on), the host not probed, the scan's rules
-options = ScanOptions(target=sys.argv[1], host="none", follow_links=sys.argv[2] == "1", cache=True)  # as `scan` makes them
+# as `scan` makes them
+options = ScanOptions(target=sys.argv[1], host="none", follow_links=sys.argv[2] == "1", cache=True)
 first = build(run_scan(options, rules=rules))  # the scan that the verification follows
 def faults():  # this process's major page faults and those of the workers it has waited for
     return sum(resource.getrusage(who).ru_majflt for who in (resource.RUSAGE_SELF, resource.RUSAGE_CHILDREN))
@@ -308,7 +347,8 @@ print(json.dumps({"seconds": spent, "faults": disk, "same": build(result) == fir
 
 def rescan_in_process(tree: Path, env: dict[str, str], follow_links: bool, times: int) -> tuple[Runs, bool]:
     """(the re-scans' seconds, whether the last one's report equals the scan's before them)."""
-    done = subprocess.run([sys.executable, "-c", IN_PROCESS_RESCAN, str(tree), "1" if follow_links else "0", str(times)],
+    done = subprocess.run([sys.executable, "-c", IN_PROCESS_RESCAN, str(tree), "1" if follow_links else "0",
+                           str(times)],
                           capture_output=True, text=True, env=env, check=False)
     if done.returncode != 0:
         raise SystemExit(f"the in-process re-scan failed ({done.returncode}):\n{done.stderr[-2000:]}")
@@ -383,8 +423,9 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     reference = run(command("--jobs", "1", "--no-cache"), env, 1)  # also warms the page cache
     expected = reference.outputs[0]
     report = json.loads(expected)
-    parallel = run(command("--no-cache"), env, runs)
-    serial = run(command("--jobs", "1", "--no-cache"), env, runs)
+    # the floor in the same rounds as the scans it is compared with
+    parallel, serial, floor = interleaved([command("--no-cache"), command("--jobs", "1", "--no-cache"),
+                                           floor_command(tree, follow_links)], env, runs)
     # as many workers as the fast runs (lief's default is one process: it holds whole files)
     lief = run(command("--no-cache", "--engine", "lief", "--jobs", str(cores)), env, lief_runs)
     run(command(), env, 1)  # fills the facts cache
@@ -409,39 +450,55 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
 
     print(f"tree: {tree}")
     print(f"{tree_facts(tree, report, follow_links)}")
-    print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, {time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
+    print(f"machine: {platform.machine()}, {cores} usable cores, Python {platform.python_version()}, "
+          f"{time.strftime('%Y-%m-%d %H:%M UTC', time.gmtime())}")
     print(bytecode(env))
     print(startup(env))
     print()
     print("| measurement | runs | min | median | max | goal | met | disk reads |")
     print("| --- | --- | --- | --- | --- | --- | --- | --- |")
-    print(f"| full scan, warm, `--no-cache` (jobs = {cores}) | {runs} {parallel.cells()} ≤ {warm_goal} s | {met(parallel.median <= warm_goal)} | {parallel.disk()} |")
+    print(f"| full scan, warm, `--no-cache` (jobs = {cores}) | {runs} {parallel.cells()} ≤ {warm_goal} s | "
+          f"{met(parallel.median <= warm_goal)} | {parallel.disk()} |")
     print_if(warm_row(parallel, warm_goal))
     print(f"| full scan, warm, `--no-cache --jobs 1` | {runs} {serial.cells()} | | {serial.disk()} |")
     print_if(warm_row(serial, None))
+    print(f"| floor: walk + magic + import names, one process (tools/bench.py FLOOR) | {runs} {floor.cells()} | | "
+          f"{floor.disk()} |")
+    print(f"| full scan ÷ floor (medians): jobs = {cores}, jobs 1 | | | {parallel.median / floor.median:.2f}x, "
+          f"{serial.median / floor.median:.2f}x | | ≤ {GOAL_FLOOR_RATIO:.0f}x | "
+          f"{met(parallel.median <= GOAL_FLOOR_RATIO * floor.median)} | |")
     if lief.wall:
         ratio = lief.median / parallel.median
-        print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | | {lief.disk()} |")
-        print(f"| lief ÷ fast (medians, same run) | | | {ratio:.1f}× | | ≥ {GOAL_LIEF_RATIO:.0f}× | {met(ratio >= GOAL_LIEF_RATIO)} | |")
+        print(f"| full scan, warm, `--no-cache --engine lief --jobs {cores}` | {lief_runs} {lief.cells()} | | "
+              f"{lief.disk()} |")
+        print(f"| lief ÷ fast (medians, same run) | | | {ratio:.1f}x | | ≥ {GOAL_LIEF_RATIO:.0f}x | "
+              f"{met(ratio >= GOAL_LIEF_RATIO)} | |")
     if alone is not None and alone["fast"] > 0:
         print(f"| the readers alone, one process, {alone['files']} binaries: fast {alone['fast']:.3f} s, "
-              f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}× | | | | |")
-    print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | {met(rescan.median <= GOAL_RESCAN)} | {rescan.disk()} |")
+              f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}x | | | | |")
+    print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | "
+          f"{met(rescan.median <= GOAL_RESCAN)} | {rescan.disk()} |")
     print_if(warm_row(rescan, GOAL_RESCAN))
     print(f"| the same in one process, as `--fix` verification re-scans (`run_scan`, host not probed) | {runs} "
-          f"{verify_rescan.cells()} ≤ {GOAL_RESCAN} s | {met(verify_rescan.median <= GOAL_RESCAN)} | {verify_rescan.disk()} |")
+          f"{verify_rescan.cells()} ≤ {GOAL_RESCAN} s | {met(verify_rescan.median <= GOAL_RESCAN)} | "
+          f"{verify_rescan.disk()} |")
     print_if(warm_row(verify_rescan, GOAL_RESCAN))
     if cold_runs_done.wall:
         goal = f"≤ {GOAL_COLD_16_CORES} s" if cores >= 16 else ""
-        print(f"| full scan, cold page cache, `--no-cache` | {len(cold_runs_done.wall)} {cold_runs_done.cells()} {goal} | "
+        print(f"| full scan, cold page cache, `--no-cache` | {len(cold_runs_done.wall)} {cold_runs_done.cells()} "
+              f"{goal} | "
               f"{met(cold_runs_done.median <= GOAL_COLD_16_CORES) if cores >= 16 else ''} | {cold_runs_done.disk()} |")
     elif cold_runs:
         print(f"| full scan, cold page cache | not measured: {cold_why} | | | | | | |")
     if peak is not None:
-        print(f"| peak memory, main process (VmHWM) | 1 | | {peak['main']} MB | | ≤ {GOAL_MAIN_MB} MB | {met(peak['main'] <= GOAL_MAIN_MB)} | |")
-        print(f"| peak memory, process tree ({peak['workers']} workers), summed PSS | 1 | | {peak['tree_pss']} MB | | ≤ {GOAL_TREE_MB} MB | {met(peak['tree_pss'] <= GOAL_TREE_MB)} | |")
-        print(f"| peak memory, process tree, anonymous part of PSS (mapped file pages left out) | 1 | | {peak['tree_anon']} MB | | | | |")
-        print(f"| peak memory, process tree, summed RSS (shared pages counted per process) | 1 | | {peak['tree_rss']} MB | | | | |")
+        print(f"| peak memory, main process (VmHWM) | 1 | | {peak['main']} MB | | ≤ {GOAL_MAIN_MB} MB | "
+              f"{met(peak['main'] <= GOAL_MAIN_MB)} | |")
+        print(f"| peak memory, process tree ({peak['workers']} workers), summed PSS | 1 | | {peak['tree_pss']} MB | | "
+              f"≤ {GOAL_TREE_MB} MB | {met(peak['tree_pss'] <= GOAL_TREE_MB)} | |")
+        print(f"| peak memory, process tree, anonymous part of PSS (mapped file pages left out) | 1 | | "
+              f"{peak['tree_anon']} MB | | | | |")
+        print(f"| peak memory, process tree, summed RSS (shared pages counted per process) | 1 | | "
+              f"{peak['tree_rss']} MB | | | | |")
     print()
     print("disk reads: page faults that read the disk (major faults, the scan and its workers), summed over the runs "
           "that had any; a warm run has none")
@@ -470,7 +527,8 @@ def main() -> None:
     parser.add_argument("--lief-runs", type=int, default=1, help="repetitions with --engine lief (default 1; 0: skip)")
     parser.add_argument("--cold", type=int, default=2, metavar="N", help="cold-page-cache runs (default 2; 0: skip)")
     parser.add_argument("--tree", type=Path, action="append", help="a folder, venv or wheel to measure (repeatable)")
-    parser.add_argument("--set", choices=sorted(SETS), action="append", help="acceptance wheel set(s) (default: all, when no --tree)")
+    parser.add_argument("--set", choices=sorted(SETS), action="append",
+                        help="acceptance wheel set(s) (default: all, when no --tree)")
     args = parser.parse_args()
     for tree in args.tree or []:
         measure(tree, args.runs, args.lief_runs, args.cold)

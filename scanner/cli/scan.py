@@ -126,39 +126,32 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
         raise click.UsageError("--dry-run, --yes, --mode, --zluda, --sha256 and --launchers go with --fix")
     if fix and exit_zero:
         raise click.UsageError("--exit-zero does not go with --fix: the status is the fix's (docs/exit-status.md)")
-    from contextlib import nullcontext
+    from cuda4amd.host import HostReportError
+    from cuda4amd.report.document import build
+    from cuda4amd.rules.validate import RulesError
+    from cuda4amd.scan.discover import TargetError
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
 
-    from cuda4amd.scan.walk_ahead import WalkAhead
-
-    # the tree is walked in a child while the pipeline's modules load here (scan/walk_ahead.py)
-    walk_ahead = WalkAhead.start(target, follow_links=follow_links, jobs=jobs)
-    with walk_ahead or nullcontext():  # a walk not taken (the scan stopped first) is ended
-        from cuda4amd.host import HostReportError
-        from cuda4amd.report.document import build
-        from cuda4amd.rules.validate import RulesError
-        from cuda4amd.scan.discover import TargetError
-        from cuda4amd.scan.pipeline import ScanOptions, run_scan
-
-        options = ScanOptions(
-            target=target,
-            zluda_release=zluda_release,
-            engine=engine,
-            search_paths=tuple(Path(p) for p in search_paths),
-            rule_dirs=tuple(Path(p) for p in rule_dirs),
-            host=host,
-            follow_links=follow_links,
-            jobs=jobs,
-            cache=not no_cache,
-        )
-        try:
-            with _progress() as progress:
-                result = run_scan(options, progress, walk_ahead=walk_ahead)
-        except RulesError as exc:
-            fail(rules_error_text(exc))
-        except HostReportError as exc:
-            fail(f"{exc}\n  {HOST_FILE_HINT}")
-        except TargetError as exc:
-            fail(str(exc))
+    options = ScanOptions(
+        target=target,
+        zluda_release=zluda_release,
+        engine=engine,
+        search_paths=tuple(Path(p) for p in search_paths),
+        rule_dirs=tuple(Path(p) for p in rule_dirs),
+        host=host,
+        follow_links=follow_links,
+        jobs=jobs,
+        cache=not no_cache,
+    )
+    try:
+        with _progress() as progress:
+            result = run_scan(options, progress)
+    except RulesError as exc:
+        fail(rules_error_text(exc))
+    except HostReportError as exc:
+        fail(f"{exc}\n  {HOST_FILE_HINT}")
+    except TargetError as exc:
+        fail(str(exc))
 
     document = build(result)
     typed = command_line()

@@ -15,7 +15,8 @@ import importlib
 from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
-    from cuda4amd.scan.pipeline import Progress, ScanOptions, ScanResult, read_all, run_scan
+    from cuda4amd.scan.pipeline import Progress, ScanOptions, ScanResult, run_scan
+    from cuda4amd.scan.read.stage import read_all
 
 __all__ = ["Progress", "ScanOptions", "ScanResult", "read_all", "run_scan"]
 
@@ -23,6 +24,7 @@ __all__ = ["Progress", "ScanOptions", "ScanResult", "read_all", "run_scan"]
 def __getattr__(name: str) -> Any:
     if name not in __all__:
         raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
-    value = getattr(importlib.import_module("cuda4amd.scan.pipeline"), name)
+    module = "cuda4amd.scan.read.stage" if name == "read_all" else "cuda4amd.scan.pipeline"
+    value = getattr(importlib.import_module(module), name)
     globals()[name] = value
     return value

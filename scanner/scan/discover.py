@@ -20,15 +20,13 @@ import re
 import stat
 import zipfile
 import zlib
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Iterator, Literal
+from typing import Literal
 
 from cuda4amd.model import FileError
 from cuda4amd.scan.read.engine import open_regular, open_regular_fd, sniff, sniff_file
-
-if TYPE_CHECKING:
-    from concurrent.futures import Executor
 
 # What `scan --fix` installed (ZLUDA's files, launchers, the journal): not the application's.
 OWN_FOLDER = ".cuda4amd"
@@ -221,15 +219,13 @@ def printable(name: str) -> str:
 
 
 def discover(target: Target, on_file: Callable[[], None] | None = None, *, follow_links: bool = False,
-             jobs: int | None = 1, executor: Callable[[], Executor] | None = None) -> Discovery:
+             jobs: int | None = 1) -> Discovery:
     """The binaries of `target`. A link to a folder outside the target is
     reported and not walked unless `follow_links` (a link to / would make a
     scan of one DLL walk the whole machine). ``jobs``: processes that walk a
     big folder's subfolders (None: one per usable core; 1: this process
     only); the result is the same either way. ``on_file`` is called for
-    each file walked, before it is sniffed (one-process walks only).
-    ``executor``: gives the worker processes to walk in (the read stage's, so
-    that a scan starts one set), else the walk starts its own."""
+    each file walked, before it is sniffed (one-process walks only)."""
     result = Discovery(target)
     if target.kind == "archive":
         _walk_archive(target.path, result, on_file)
@@ -240,7 +236,7 @@ def discover(target: Target, on_file: Callable[[], None] | None = None, *, follo
         workers = 1 if on_file is not None else walk_processes(jobs)
         for root in target.roots:
             prefix = printable(os.path.relpath(root, target.path)) if root != target.path else ""
-            parts = _walk_tree(os.fspath(root), prefix.replace(os.sep, "/"), inside, on_file, workers, executor)
+            parts = _walk_tree(os.fspath(root), prefix.replace(os.sep, "/"), inside, on_file, workers)
             _replay(parts, result)
     result.binaries.sort(key=lambda b: b.path)
     result.archives.sort()
@@ -354,8 +350,8 @@ def walk_processes(jobs: int | None) -> int:
     return workers
 
 
-def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend: bool = True,
-               ancestors: frozenset[tuple[int, int]] = frozenset()) -> _Part:
+def _walk_part(folder: str, rel: str, inside: str | None, on_file: Callable[[], None] | None = None,
+               descend: bool = True, ancestors: frozenset[tuple[int, int]] = frozenset()) -> _Part:
     """Walk ``folder`` (with everything below it, unless not ``descend``) as a one-process walk does.
     ``ancestors``: the folders above it, entered already (a link back to one is not followed).
 
@@ -381,17 +377,8 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
     stack: list[tuple[str, str]] = [(folder, rel)]
     while stack:
         folder, rel = stack.pop()
-        try:
-            st = os.stat(folder)
-            key = (st.st_dev, st.st_ino)
-            if key in entered:
-                continue  # a symlink loop or a second way into a folder already walked
-            entered.add(key)
-            visited.append(key)
-            with os.scandir(folder) as entries:
-                listing = sorted(entries, key=_entry_name)
-        except OSError as exc:
-            emit((_ERROR, rel or ".", _os_message(exc)))
+        listing = _listing(folder, rel, entered, visited, emit)
+        if listing is None:
             continue
         base = rel + "/" if rel else ""
         folder_index = -1
@@ -443,8 +430,27 @@ def _walk_part(folder: str, rel: str, inside: str | None, on_file=None, descend:
     return visited, events, files_seen, later, data
 
 
-def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int,
-               executor: Callable[[], Executor] | None = None) -> list[_Part]:
+def _listing(folder: str, rel: str, entered: set[tuple[int, int]], visited: list[tuple[int, int]],
+             emit: Callable[[tuple], None]) -> list[os.DirEntry] | None:
+    """The entries of ``folder`` by name, the folder noted as entered; None where it was entered
+    already (a symlink loop, or a second way into a folder already walked) or cannot be listed
+    (an error event)."""
+    try:
+        st = os.stat(folder)
+        key = (st.st_dev, st.st_ino)
+        if key in entered:
+            return None
+        entered.add(key)
+        visited.append(key)
+        with os.scandir(folder) as entries:
+            return sorted(entries, key=_entry_name)
+    except OSError as exc:
+        emit((_ERROR, rel or ".", _os_message(exc)))
+        return None
+
+
+def _walk_tree(root: str, prefix: str, inside: str | None, on_file: Callable[[], None] | None,
+               workers: int) -> list[_Part]:
     """The walk of ``root`` as parts, in the order a one-process walk meets them.
 
     With workers, the first SPLIT_LEVELS levels are listed here and each
@@ -478,16 +484,13 @@ def _walk_tree(root: str, prefix: str, inside: str | None, on_file, workers: int
     if entries < PARALLEL_WALK_ENTRIES:
         return [_walk_part(root, prefix, inside)]
     tasks = [frontier[i:i + FOLDERS_PER_TASK] for i in range(0, len(frontier), FOLDERS_PER_TASK)]
-    if executor is not None:
-        walked = [part for parts in executor().map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
-    else:
-        from concurrent.futures import ProcessPoolExecutor
+    from concurrent.futures import ProcessPoolExecutor
 
-        from cuda4amd.scan.workers import process_context
+    from cuda4amd.scan.workers import process_context
 
-        with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=process_context()) as pool:
-            walked = [part for parts in pool.map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
-    parts = _in_walk_order(levels, [(part, folder[2]) for part, folder in zip(walked, frontier)])
+    with ProcessPoolExecutor(min(workers, len(tasks)), mp_context=process_context()) as pool:
+        walked = [part for parts in pool.map(_walk_parts, tasks, [inside] * len(tasks)) for part in parts]
+    parts = _in_walk_order(levels, [(part, folder[2]) for part, folder in zip(walked, frontier, strict=True)])
     # A folder above a part was entered before it in a one-process walk too
     # (the part skips it, as that walk does); any other folder entered by two
     # parts is entered by whichever that walk meets first: walk it that way.
@@ -554,20 +557,26 @@ def _replay(parts: list[_Part], result: Discovery) -> None:
             else:
                 result.archives.append(event[1])
     if links:
-        # a link to a data-named file: that file is read under its own name first
-        by_inode: dict[tuple[int, int], tuple[str, str, int, tuple[int, int]]] = {}
-        for _, _, _, _, data in parts:
-            for _, path, rel, index in data.entries():
-                if not data.links[index]:
-                    size, dev, ino = data.stats[3 * index:3 * index + 3]
-                    by_inode.setdefault((dev, ino), (path, rel, size, (dev, ino)))
-        for link in links:
-            real = by_inode.pop(link[3], None)
-            if real is not None:
-                _consider_once(*real, seen, result)
-            _consider_once(*link, seen, result)
+        _replay_links(parts, links, seen, result)
     for key, rel in seen.items():  # for named_skipped
         result.inodes.setdefault(key, rel)
+
+
+def _replay_links(parts: list[_Part], links: list[tuple[str, str, int, tuple[int, int]]],
+                  seen: dict[tuple[int, int], str], result: Discovery) -> None:
+    """The symlinked files of a walk, after every other file: a link to a data-named file has that
+    file read under its own name first."""
+    by_inode: dict[tuple[int, int], tuple[str, str, int, tuple[int, int]]] = {}
+    for _, _, _, _, data in parts:
+        for _, path, rel, index in data.entries():
+            if not data.links[index]:
+                size, dev, ino = data.stats[3 * index:3 * index + 3]
+                by_inode.setdefault((dev, ino), (path, rel, size, (dev, ino)))
+    for link in links:
+        real = by_inode.pop(link[3], None)
+        if real is not None:
+            _consider_once(*real, seen, result)
+        _consider_once(*link, seen, result)
 
 
 def _entry_name(entry: os.DirEntry) -> str:
@@ -665,7 +674,7 @@ def _sniff(path: str | Path) -> tuple[str | None, str | None, int]:
     return kind, None, st.st_size
 
 
-def _walk_archive(path: Path, result: Discovery, on_file) -> None:
+def _walk_archive(path: Path, result: Discovery, on_file: Callable[[], None] | None) -> None:
     try:
         archive = zipfile.ZipFile(path)
     except ARCHIVE_ERRORS as exc:

@@ -1,19 +1,19 @@
-"""The scan pipeline: discover → read → graph → classify → verdict.
+"""The scan pipeline: rules → host → discover → read → graph → classify → verdict → packages.
 
 `run_scan` is the library entry point; the CLI only parses options and
-renders what comes back.
+renders what comes back. It calls each stage in turn and records how long
+each took (`ScanResult.timings`: rules, host, discover, read, analyse).
 """
 from __future__ import annotations
 
 import fnmatch
-import os
 import posixpath
 import time
-import zipfile
-from dataclasses import dataclass, field, replace
-from functools import cache, cached_property
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
-from typing import TYPE_CHECKING, Callable, Sequence
+from typing import TYPE_CHECKING
 
 from cuda4amd.host import HostReport, detect_host, host_gaps, load_host_report
 from cuda4amd.model import FileError, ScannedBinary, loader_key, platform_of
@@ -25,18 +25,18 @@ from cuda4amd.scan.distributions import Distribution, find_distributions, owners
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
-from cuda4amd.scan.read.cache import FactCache
-from cuda4amd.scan.read.engine import MalformedBinary, mapped, open_regular, read_buffer
-from cuda4amd.scan.read.parallel import ReadPool, read_binaries
 from cuda4amd.scan.read.payload import PayloadInspector
+from cuda4amd.scan.read.stage import ReadSettings, read_archives, read_closure, read_outside, read_tree
 from cuda4amd.scan.routes import unseen_loaders
 from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
 
 if TYPE_CHECKING:
     import networkx as nx
 
-    from cuda4amd.scan.walk_ahead import WalkAhead
+    from cuda4amd.rules.frameworks import Framework
 
+#: targets whose wheels and zips are scanned too, their members under the archive's path
+FOLDER_KINDS = ("folder", "site-packages", "venv")
 
 @dataclass(frozen=True)
 class ScanOptions:
@@ -87,100 +87,65 @@ class Progress:
     def advance(self) -> None: ...
 
 
-def run_scan(options: ScanOptions, progress: Progress | None = None, rules: RuleSet | None = None,
-             walk_ahead: WalkAhead | None = None) -> ScanResult:
-    """Scan ``options.target``. ``walk_ahead``: the tree's walk, begun before (scan.walk_ahead); taken
-    instead of walking when it walked this scan's tree as this scan would."""
-    progress = progress or Progress()
-    timings: dict[str, float] = {}
-    clock = time.perf_counter()
+class _Laps:
+    """Seconds per stage: each `done(stage)` records the time since the one before."""
 
+    def __init__(self) -> None:
+        self.timings: dict[str, float] = {}
+        self._clock = time.perf_counter()
+
+    def done(self, stage: str) -> None:
+        now = time.perf_counter()
+        self.timings[stage] = now - self._clock
+        self._clock = now
+
+
+def run_scan(options: ScanOptions, progress: Progress | None = None, rules: RuleSet | None = None) -> ScanResult:
+    """Scan ``options.target``: each stage in turn; ``rules``: rules loaded already (else from options.rule_dirs)."""
+    progress = progress or Progress()
+    laps = _Laps()
+
+    # rules: the shipped ones and each --rules folder; the release judged against
     rules = rules or load_rules(options.rule_dirs)
     release = rules.release(options.zluda_release or rules.default_release)
     target = discovery.resolve_target(options.target)
-    timings["rules"] = time.perf_counter() - clock
+    laps.done("rules")
 
-    def examine_host():
-        clock = time.perf_counter()
-        examined = _host(options, target, rules)
-        timings["host"] = time.perf_counter() - clock
-        return examined
+    # host: this machine, a recorded report or none; before the walk, so a bad report stops the scan at once
+    host, basis, judge_host = _host(options, target, rules)
+    laps.done("host")
 
-    # A recorded host report is read now (a bad one stops the scan before it
-    # starts); this machine is examined while the workers read, if any do.
-    host_report = cache(examine_host)  # computed on the first call, which may come early
-    if options.host != "auto":
-        host_report()
-
-    inspector = PayloadInspector(rules, release)  # one for the scan: its name patterns are compiled once
-    installed = cache(lambda: find_distributions(target, follow_links=options.follow_links))
-    walk: list[discovery.Discovery] = []  # the walk's result, once there is one
-    # which installed distribution lists each binary the walk found: a lookup per path (owners_of)
-    found_owners = cache(lambda: owners_of(installed(), [b.path for b in walk[0].binaries]))
-
-    # What analysis needs besides the facts and no walk, the longest first (the distributions: 0.1 s of a
-    # 69k-file venv): made while this process would only wait, on the walk ahead or on the workers that read.
-    needs = (installed, lambda: _releases_parsed(rules), host_report)
-
-    def meanwhile() -> None:
-        """While the workers read: what needs no walk, and the owners of the binaries the walk found."""
-        for need in needs:
-            need()
-        if walk:
-            found_owners()
-
-    # A single binary is scanned with its folder, its application directory:
-    # the libraries it loads from there decide its verdict too.
+    # discover: the binaries of the tree. A single binary is scanned with its folder, its application
+    # directory: the libraries it loads from there decide its verdict too.
     walked = _application_folder(target) if target.kind == "file" else target
-    with _shared_workers(walked, options, inspector) as workers:
-        if walk_ahead is not None:
-            # A re-scan reads no file: these would come after the walk, one after another. Each is begun
-            # only while the child still walks (what is left is made while the workers read, if any do):
-            # the distributions, begun last, ran on for 40 ms after the walk (docs/performance.md, 2026-12-03).
-            for need in needs:
-                if not walk_ahead.walking():
-                    break
-                need()
-        clock = time.perf_counter()
-        progress.discovering()
-        found = walk_ahead.take(walked, options.follow_links, options.jobs) if walk_ahead is not None else None
-        if found is None:
-            found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs,
-                                       executor=workers.executor if workers is not None else None)
-        walk.append(found)
-        focus = _focus(target, found) if target.kind == "file" else None
-        timings["discover"] = time.perf_counter() - clock
-        clock = time.perf_counter()
-        binaries, read_errors = _read_stage(walked, target, found, focus, options, progress, inspector, rules,
-                                            meanwhile, workers)
-    distributions = list(installed())
-    if walked.kind in ("folder", "site-packages", "venv") and focus is None:
-        # wheels and zips in a folder are scanned too, their members under the archive's path
-        archives, archive_errors = _archives_in(walked, found)
-        read_errors += archive_errors
-        for archive in archives:
-            more, more_errors, more_distributions, seen = _scan_archive(walked, archive, options, inspector)
-            binaries += more
-            read_errors += more_errors
-            distributions += more_distributions
-            found.files_seen += seen
-        binaries.sort(key=lambda b: b.path)
-    timings["read"] = time.perf_counter() - clock
+    progress.discovering()
+    found = discovery.discover(walked, follow_links=options.follow_links, jobs=options.jobs)
+    focus = _focus(target, found) if target.kind == "file" else None
+    laps.done("discover")
 
-    clock = time.perf_counter()
+    # read: each binary's facts (scan/read/stage.py), and the distributions installed in the tree
+    settings = ReadSettings(options.engine, PayloadInspector(rules, release), options.jobs, options.cache)
+    progress.reading(len(found.binaries))
+    if focus is None:
+        binaries, read_errors = read_tree(walked, found, settings, progress.advance)
+    else:
+        binaries, read_errors = read_closure(walked, found, focus, settings, rules, progress.advance)
+        _check_focus_read(target, focus, read_errors)
+    distributions = find_distributions(target, follow_links=options.follow_links)
+    if focus is None and walked.kind in FOLDER_KINDS:
+        archived = read_archives(walked, found, settings)
+        binaries = sorted(binaries + archived.binaries, key=lambda b: b.path)
+        read_errors += archived.errors
+        distributions += archived.distributions
+        found.files_seen += archived.files_seen
+    laps.done("read")
+
+    # graph: which file each library name loads, --search-path libraries read on the way
     frameworks = rules.frameworks if distributions else ()
-    if distributions:
-        owners: dict[str, str] = {}
-        asked: set[str] = set()
-        if len(distributions) == len(installed()):  # else archives in the tree added some: all are asked anew
-            owners, asked = dict(found_owners()), {b.path for b in found.binaries}
-        rest = [binary.path for binary in binaries if binary.path not in asked]  # a path's owner is its own
-        if rest:
-            owners.update(owners_of(distributions, rest))
-        for binary in binaries:
-            binary.distribution = owners.get(binary.path)
+    _set_owners(binaries, distributions)
     reach = _reach(binaries, distributions, frameworks)
-    def resolve(binaries):
+
+    def resolve(binaries: list[ScannedBinary]) -> list[Edge]:
         return resolve_edges(
             binaries,
             found.aliases,
@@ -195,18 +160,18 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     if options.search_paths:
         # Libraries found through --search-path are read and judged like the
         # tree's own (their own dependencies too), under their absolute path.
-        outside, outside_errors = _read_outside(edges, binaries, options.engine, inspector, resolve)
+        outside, outside_errors = read_outside(edges, binaries, settings, resolve)
         if outside:
             binaries = binaries + outside
             edges = resolve(binaries)
         read_errors += outside_errors
+    # classify, verdict, packages
     by_path = {b.path: b for b in binaries}
     identities = binary_identities(binaries, found.aliases, rules, release)
     judged_in_tree = in_tree_identities(by_path, identities)
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
-    host, basis, judge_host = host_report()
     gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
     unseen = unseen_loaders(binaries, dependencies, identities, rules)
     verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen)
@@ -215,7 +180,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     errors = found.errors + read_errors
     if focus is not None:
         binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
-    timings["analyse"] = time.perf_counter() - clock
+    laps.done("analyse")
 
     return ScanResult(
         target=target,
@@ -231,170 +196,19 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         distributions=distributions,
         host=host,
         basis=basis,
-        timings=timings,
+        timings=laps.timings,
         options=options,
         rules=rules,
     )
 
 
-def _read_outside(edges, binaries, engine, inspector, resolve, limit: int = 1000):
-    """Read the binaries that edges resolve to through --search-path, and
-    theirs, until no new one turns up (at most `limit` files)."""
-    known = {b.path for b in binaries}
-    outside: list[ScannedBinary] = []
-    errors: list[FileError] = []
-    pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
-    while pending and len(outside) + len(errors) < limit:
-        fresh = []
-        for path in pending:
-            known.add(path)
-            try:
-                with mapped(path) as buf:
-                    info = read_buffer(buf, engine, path if engine == "lief" else None, exports=False)
-                    binary = ScannedBinary(path, info, os.path.getsize(path))
-                    payload = inspector.inspect(path, buf, info)
-                    binary.kernels, binary.by_name = payload.kernels, payload.by_name
-                    binary.driver_names, binary.calls_cuda = payload.driver_names, payload.calls_cuda
-                    errors.extend(payload.errors)
-            except MalformedBinary as exc:
-                errors.append(FileError(path, "read", str(exc)))
-                continue
-            except OSError as exc:
-                errors.append(FileError(path, "read", exc.strerror or str(exc)))
-                continue
-            outside.append(binary)
-            fresh.append(binary)
-        edges = resolve(binaries + outside)
-        pending = sorted({e.resolved for e in edges if e.how == "search-path" and e.resolved and e.resolved not in known})
-    return outside, errors
-
-
-def _archives_in(target: discovery.Target, found: discovery.Discovery) -> tuple[list[Path], list[FileError]]:
-    """The wheels and zip archives discovery saw below a folder target (its walk, so the
-    same link policy and no second walk of the tree: that walk was 0.45 s of a 69k-file
-    venv); a `.whl`/`.zip` that is no readable zip is an error."""
-    archives: list[Path] = []
-    errors: list[FileError] = []
-    for disk_path in found.archives:
-        path = Path(disk_path)
-        rel = discovery.printable(os.path.relpath(path, target.path)).replace(os.sep, "/")
-        try:
-            with open_regular(path) as handle:  # a FIFO swapped in after the listing is refused
-                readable = zipfile.is_zipfile(handle)
-        except OSError as exc:
-            errors.append(FileError(rel, "discover", exc.strerror or str(exc)))
-            continue
-        if readable:
-            archives.append(path)
-        else:
-            errors.append(FileError(rel, "discover", "not a readable zip archive (truncated or damaged?)"))
-    return archives, errors
-
-
-def _shared_workers(walked: discovery.Target, options: ScanOptions, inspector: PayloadInspector):
-    """The worker processes a folder scan's walk and read stage share (started
-    on first use), or nothing where both stay in one process."""
-    from contextlib import nullcontext
-
-    from cuda4amd.scan.workers import usable_cores
-
-    workers = options.jobs if options.jobs is not None else usable_cores()
-    if walked.kind == "archive" or workers <= 1 or options.engine != "fast":
-        return nullcontext(None)
-    return ReadPool(None, options.engine, inspector, workers)
-
-
-def _read_stage(walked: discovery.Target, target: discovery.Target, found: discovery.Discovery,
-                focus: str | None, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
-                rules: RuleSet, meanwhile: Callable[[], None], workers: ReadPool | None):
-    """(binaries, errors): what the scan reads; ``meanwhile`` is run while the workers read, if any do."""
-    if focus is None:
-        progress.reading(len(found.binaries))
-        return _read_found(walked, found, options, progress.advance, inspector, meanwhile, workers)
-    binaries, read_errors = _read_closure(walked, found, focus, options, progress, inspector, rules)
-    _check_focus_read(target, focus, read_errors)
-    return binaries, read_errors
-
-
-def _read_found(walked: discovery.Target, found: discovery.Discovery, options: ScanOptions,
-                advance: Callable[[], None], inspector: PayloadInspector,
-                meanwhile: Callable[[], object] | None = None,
-                workers: ReadPool | None = None) -> tuple[list[ScannedBinary], list[FileError]]:
-    """Read what discovery found, then the data-named files that some binary read imports after all
-    (discover.named_skipped), until none is left. ``meanwhile``: run while workers read, if any do."""
-    binaries, errors = read_all(walked, found.binaries, options.engine, advance, inspector, options.jobs, options.cache,
-                                meanwhile, workers)
-    extra = discovery.named_skipped(found, {i.name for b in binaries for i in b.info.imports})
-    while extra:
-        more, more_errors = read_all(walked, extra, options.engine, advance, inspector, options.jobs, options.cache,
-                                     pool=workers)
-        binaries, errors = sorted(binaries + more, key=lambda b: b.path), errors + more_errors
-        extra = discovery.named_skipped(found, {i.name for b in more for i in b.info.imports})
-    return binaries, errors
-
-
-def _scan_archive(walked: discovery.Target, path: Path, options: ScanOptions, inspector: PayloadInspector):
-    """Read one archive of a folder: its binaries, errors and distributions,
-    with paths prefixed by the archive's path in the folder."""
-    prefix = discovery.printable(os.path.relpath(path, walked.path)).replace(os.sep, "/") + "/"
-    archive = discovery.Target("archive", path, prefix.rstrip("/"))
-    try:
-        found = discovery.discover(archive)
-    except discovery.TargetError as exc:
-        return [], [FileError(prefix.rstrip("/"), "discover", str(exc))], [], 0
-    binaries, errors = _read_found(archive, found, options, lambda: None, inspector)
+def _set_owners(binaries: list[ScannedBinary], distributions: list[Distribution]) -> None:
+    """Set each binary's `distribution`: the installed distribution whose RECORD lists it, if any."""
+    if not distributions:
+        return
+    owners = owners_of(distributions, [binary.path for binary in binaries])
     for binary in binaries:
-        binary.path = prefix + binary.path
-    errors = [replace(e, path=prefix + e.path) for e in found.errors + errors]
-    distributions = [
-        replace(d, dist_info=prefix + d.dist_info, files=frozenset(prefix + f for f in d.files))
-        for d in find_distributions(archive)
-    ]
-    return binaries, errors, distributions, found.files_seen
-
-
-def _read_closure(walked, found, focus: str, options: ScanOptions, progress: Progress, inspector: PayloadInspector,
-                  rules: RuleSet):
-    """Read the target binary, then only the binaries of its folder whose
-    file names it (or what it loads, transitively) asks for: every way the
-    graph resolves a name ends at a file of that name, so nothing reachable
-    is missed and a big folder is not read whole."""
-    by_name: dict[str, list[discovery.FoundBinary]] = {}
-    real = {b.path: b for b in found.binaries}
-    for item in found.binaries:
-        by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
-    for alias, target in found.aliases.items():
-        if target in real:
-            by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[target])
-    wanted = [real[focus]]
-    done: set[str] = set()
-    binaries: list[ScannedBinary] = []
-    errors: list[FileError] = []
-    progress.reading(len(found.binaries))
-    while wanted:
-        batch = sorted({w.path: w for w in wanted if w.path not in done}.values(), key=lambda w: w.path)
-        done.update(w.path for w in batch)
-        read, failed = read_all(walked, batch, options.engine, progress.advance, inspector, options.jobs, options.cache)
-        binaries += read
-        errors += failed
-        wanted = []
-        for binary in read:
-            platform = platform_of(binary.info.format)
-            names = [i.name for i in binary.info.imports]
-            for ref in binary.by_name:
-                names += list(expand_template(ref.name, rules, platform)) if ref.template else [ref.name]
-            # data-named files discovery did not sniff, when this binary asks for them by name after all
-            known_aliases = set(found.aliases)
-            for item in discovery.named_skipped(found, set(names)):
-                real[item.path] = item
-                by_name.setdefault(posixpath.basename(item.path).casefold(), []).append(item)
-            for alias in set(found.aliases) - known_aliases:
-                if found.aliases[alias] in real:
-                    by_name.setdefault(posixpath.basename(alias).casefold(), []).append(real[found.aliases[alias]])
-            for name in names:
-                wanted += by_name.get(posixpath.basename(name.replace("\\", "/")).casefold(), [])
-    binaries.sort(key=lambda b: b.path)
-    return binaries, errors
+        binary.distribution = owners.get(binary.path)
 
 
 def _application_folder(target: discovery.Target) -> discovery.Target:
@@ -425,8 +239,10 @@ def _check_focus_read(target: discovery.Target, focus: str, errors: list[FileErr
         raise discovery.TargetError(f"{target.display}: not a readable binary ({problem})")
 
 
-def _reached_from(focus: str, binaries: list[ScannedBinary], edges: list[Edge],
-                  verdicts: list[BinaryVerdict], errors: list[FileError]):
+def _reached_from(
+    focus: str, binaries: list[ScannedBinary], edges: list[Edge], verdicts: list[BinaryVerdict],
+    errors: list[FileError],
+) -> tuple[list[ScannedBinary], list[Edge], list[BinaryVerdict], list[FileError]]:
     """Keep the target binary and what it loads from its folder, transitively;
     errors only for files it asks for."""
     out: dict[str, list[Edge]] = {}
@@ -470,7 +286,8 @@ def _gpu_text(host: HostReport) -> str:
     return f"{gpu.name}, {gpu.gfx or 'unknown gfx'}" + (f", HIP SDK {host.sdk.version}" if host.sdk else ", no HIP SDK")
 
 
-def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], frameworks: Sequence):
+def _reach(binaries: list[ScannedBinary], distributions: list[Distribution],
+           frameworks: Sequence[Framework]) -> Callable[[str, str], tuple[bool, str | None]]:
     """Whether a library found only elsewhere in the tree counts for a binary
     (graph.resolve_edges' `reach`): within its own distribution, or where
     either file belongs to none, yes (Python packages put their own folders on
@@ -497,7 +314,7 @@ def _reach(binaries: list[ScannedBinary], distributions: list[Distribution], fra
     return reach
 
 
-def _added_folder(framework, platform: str, folder: str, root: str) -> str | None:
+def _added_folder(framework: Framework, platform: str, folder: str, root: str) -> str | None:
     """The framework's [[search_folders]] glob that matches a tree folder
     (relative to the site-packages folder `root` holding the framework), or None."""
     rel = posixpath.relpath(folder, root) if root else folder
@@ -541,35 +358,3 @@ def _locate_loads(packages: Sequence[PackageVerdict], binaries: Sequence[Scanned
                     break
 
 
-def _releases_parsed(rules: RuleSet) -> None:
-    """Every release table parsed (RuleSet.release keeps each): a binary that
-    names driver functions is judged against all of them (classify), and the
-    parsing is best done while waiting on workers."""
-    for tag in rules.release_tags:
-        rules.release(tag)
-
-
-def read_all(
-    target: discovery.Target,
-    found: Sequence[discovery.FoundBinary],
-    engine: str,
-    advance: Callable[[], None] = lambda: None,
-    inspector: PayloadInspector | None = None,
-    jobs: int | None = 1,
-    cache: bool = False,
-    meanwhile: Callable[[], object] | None = None,
-    pool: ReadPool | None = None,
-) -> tuple[list[ScannedBinary], list[FileError]]:
-    """Read every binary; with an inspector, also its kernels and by-name loads.
-
-    ``jobs``: worker processes (None: one per usable core); ``cache``: use
-    the per-user facts cache (scan/read/cache.py). Neither changes the result.
-    ``meanwhile``: called once while workers read, if any do.
-    """
-    facts = FactCache.open(engine, inspector) if cache else None
-    try:
-        return read_binaries(os.fspath(target.path) if target.kind == "archive" else None,
-                             found, engine, advance, inspector, jobs, facts, meanwhile, pool)
-    finally:
-        if facts is not None:
-            facts.close()
