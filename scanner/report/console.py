@@ -16,7 +16,7 @@ import contextlib
 import io
 from typing import IO, TYPE_CHECKING
 
-from cuda4amd.report.document import headline
+from cuda4amd.report.document import headline, ptx_check_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 
@@ -204,6 +204,9 @@ def _details(binary: dict) -> list:
             if names:
                 lines.append(Text(f"    {state}: {', '.join(names)}",
                                   style=STYLE["degraded" if state == "stub" else "blocked"]))
+    check = ptx_check_line((binary.get("kernels") or {}).get("ptx_check"))
+    if check:
+        lines.append(Text(check, style="dim"))
     for note in binary.get("notes") or []:
         lines.append(Text(f"note: {note}", style="dim"))
     return lines

@@ -17,12 +17,12 @@ meets the same few hundred forms in thousands of functions.
 from __future__ import annotations
 
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cuda4amd.rules.ptx_rules import ArgSlot, Form, PtxRules
 from cuda4amd.scan.read.ptx.lexer import lexer_error, strip, tokens
-from cuda4amd.scan.read.ptx.module import Function, read_module
+from cuda4amd.scan.read.ptx.module import Function, Module, read_module
 
 __all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker"]
 
@@ -58,6 +58,20 @@ class ModuleResult:
     entries: int = 0
 
 
+@dataclass(frozen=True)
+class Reading:
+    """What every release's check of one PTX text shares: the text as the lexer sees it, its lexer error,
+    its structure (the lexer's rules are the same at every tag in rules/kernels/)."""
+
+    lexer_error: tuple[int, bytes] | None
+    module: Module
+
+
+def read_text(text: bytes) -> Reading:
+    stripped = strip(text)
+    return Reading(lexer_error(stripped), read_module(stripped))
+
+
 @dataclass
 class PtxChecker:
     rules: PtxRules
@@ -69,19 +83,21 @@ class PtxChecker:
 
     # -- a container ----------------------------------------------------------------------------
 
-    def check_container(self, entries: Sequence[bytes]) -> ModuleResult:
+    def check_container(self, entries: Sequence[bytes],
+                        read: Callable[[bytes], Reading] = read_text) -> ModuleResult:
         """ZLUDA's choice among a container's PTX entries (module.rs at the tag), then that module's fate.
-        ``entries``: the decompressed PTX entries that are UTF-8, in file order."""
+        ``entries``: the decompressed PTX entries that are UTF-8, in file order; ``read``: how a text is
+        read (a caller checking several releases shares the readings)."""
         if not entries:
             return ModuleResult("no_ptx", EMPTY, construct="no PTX entry",
                                 source=self.rules.entry_choice_source)
         if self.rules.entry_choice == "first":
-            result = self.check_module(entries[0])
+            result = self.check_reading(read(entries[0]))
             result.entry, result.entries = 0, len(entries)
             return result
         best: ModuleResult | None = None
         for index in range(len(entries) - 1, -1, -1):  # last first
-            result = self.check_module(entries[index])
+            result = self.check_reading(read(entries[index]))
             result.entry, result.entries = index, len(entries)
             if result.invalid_directives == 0:
                 return result
@@ -93,14 +109,15 @@ class PtxChecker:
     # -- a module ---------------------------------------------------------------------------------
 
     def check_module(self, text: bytes) -> ModuleResult:
-        stripped = strip(text)
-        bad = lexer_error(stripped)
-        if bad is not None:
-            return ModuleResult("empty_module", EMPTY, kernels=tuple(read_module(stripped).kernels),
-                                construct=f"lexer: {bad[1].decode('utf-8', 'replace')}",
-                                source=self.rules.lexer_error_source)
-        module = read_module(stripped)
+        return self.check_reading(read_text(text))
+
+    def check_reading(self, reading: Reading) -> ModuleResult:
+        module = reading.module
         kernels = tuple(module.kernels)
+        if reading.lexer_error is not None:
+            return ModuleResult("empty_module", EMPTY, kernels=kernels,
+                                construct=f"lexer: {reading.lexer_error[1].decode('utf-8', 'replace')}",
+                                source=self.rules.lexer_error_source)
         if module.header_problem is not None:
             return ModuleResult("empty_module", EMPTY, kernels=kernels, construct=module.header_problem,
                                 source=self.rules.target_source)
