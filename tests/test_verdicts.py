@@ -45,7 +45,7 @@ def test_pe_verdicts(pe):
     }
     assert pe["verdict"] == "partial"
     assert pe["errors"] == []
-    assert pe["schema"] == "cuda4amd.scan/2" and pe["zluda"]["release"] == "v6-preview.69"
+    assert pe["schema"] == "cuda4amd.scan/3" and pe["zluda"]["release"] == "v6-preview.69"
 
 
 def test_driver_api_all_implemented(pe):

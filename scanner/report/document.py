@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 NO_KERNELS = KernelReport()
 
-SCHEMA = "cuda4amd.scan/2"
+SCHEMA = "cuda4amd.scan/3"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
 HEADLINES = {
     "ready": "every CUDA binary can run through ZLUDA",
