@@ -21,7 +21,7 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cuda4amd.rules.ptx_rules import ArgSlot, Form, PtxRules
-from cuda4amd.scan.read.ptx.lexer import lexer_error, strip, tokens
+from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, lexer_error, strip, tokens
 from cuda4amd.scan.read.ptx.module import Function, Module, read_module
 
 __all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker"]
@@ -29,6 +29,12 @@ __all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker"]
 OUTCOMES = ("ok", "functions_dropped", "load_fails", "empty_module", "no_ptx")
 #: invalid_directives of ast::Module::empty() (usize::MAX): a lexer error or an unparsable module
 EMPTY = 1 << 64
+#: what may stand before a statement: blanks, block braces, labels (not `::`), `.loc` lines (no `;`)
+_LEAD_IN = re.compile(rb"(?:\s+|[{}]|[$%\w]+[ \t]*:(?!:)|\.loc\b[^\n]*)*")
+#: then an instruction: a guard, the head, the operands
+_STATEMENT = re.compile(_LEAD_IN.pattern + rb"(?:@!?[%$\w]+\s+)?([a-z][a-z0-9_]*(?:\.[\w:]+)*)([^:]*)\Z")
+#: operand identifiers (registers, names, labels), not a `.x` member or a suffix of a number
+_IDENTIFIERS = re.compile(rb"%[\w$]+|(?<![\w.$%])[A-Za-z_$][\w$]*")
 _VECTOR_INDEX = frozenset({".x", ".y", ".z", ".w", ".r", ".g", ".b", ".a"})
 
 
@@ -75,7 +81,16 @@ def read_text(text: bytes) -> Reading:
 @dataclass
 class PtxChecker:
     rules: PtxRules
-    decisions: dict[tuple[bytes, bytes], Decision] = field(default_factory=dict)
+    #: each statement met (digits 0, as module.Function.statements has it) -> its decision
+    decisions: dict[bytes, Decision] = field(default_factory=dict)
+    #: the statements of those that are not ok (a set: a function's are checked against it at C speed)
+    not_ok: set[bytes] = field(default_factory=set)
+    #: statement -> its (head, operand shape), or b"" for no instruction: the same at every release, so
+    #: checkers of several releases may share one (cuda4amd.scan.read.ptx.stage does)
+    parsed: dict[bytes, tuple[bytes, bytes] | bytes] = field(default_factory=dict)
+    #: each shape (head, operands with every identifier `x`) -> its decision: the forms of different
+    #: functions differ mostly by the names of their parameters, labels and callees
+    shapes: dict[tuple[bytes, bytes], Decision] = field(default_factory=dict)
     keywords: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -83,21 +98,21 @@ class PtxChecker:
 
     # -- a container ----------------------------------------------------------------------------
 
-    def check_container(self, entries: Sequence[bytes],
+    def check_container(self, entries: Sequence[bytes | Reading],
                         read: Callable[[bytes], Reading] = read_text) -> ModuleResult:
         """ZLUDA's choice among a container's PTX entries (module.rs at the tag), then that module's fate.
-        ``entries``: the decompressed PTX entries that are UTF-8, in file order; ``read``: how a text is
-        read (a caller checking several releases shares the readings)."""
+        ``entries``: the decompressed PTX entries that are UTF-8, in file order, or their readings (a
+        caller checking several releases reads each once); ``read``: how a text is read."""
         if not entries:
             return ModuleResult("no_ptx", EMPTY, construct="no PTX entry",
                                 source=self.rules.entry_choice_source)
         if self.rules.entry_choice == "first":
-            result = self.check_reading(read(entries[0]))
+            result = self.check_reading(_reading(entries[0], read))
             result.entry, result.entries = 0, len(entries)
             return result
         best: ModuleResult | None = None
         for index in range(len(entries) - 1, -1, -1):  # last first
-            result = self.check_reading(read(entries[index]))
+            result = self.check_reading(_reading(entries[index], read))
             result.entry, result.entries = index, len(entries)
             if result.invalid_directives == 0:
                 return result
@@ -127,11 +142,17 @@ class PtxChecker:
         if options:  # recovered as one unrecognized directive (fn directive's recovery)
             invalid += 1
             first = (f".target {module.target}, {', '.join(options)}", self.rules.target_source)
+        decisions = self.decisions
+        for key in module.statements.keys() - decisions.keys():  # each statement decided once per release
+            decision = decisions[key] = self.decide_statement(module.statements[key])
+            if decision.status != "ok":
+                self.not_ok.add(key)
+        bad = module.statements.keys() & self.not_ok
         dropped: list[Function] = []
         refused: tuple[str, str] | None = None
         kept: list[Function] = []
         for function in module.functions:
-            problem, refusal = self._function(function)
+            problem, refusal = self._function(function, bad)
             if problem is not None:
                 dropped.append(function)
                 first = first or problem
@@ -157,19 +178,19 @@ class PtxChecker:
             return ModuleResult("functions_dropped", construct=first[0], source=first[1], **base)  # type: ignore[arg-type]
         return ModuleResult("ok", **base)  # type: ignore[arg-type]
 
-    def _function(self, function: Function) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    def _function(self, function: Function,
+                  bad: set[bytes]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
         """(why the parser drops it, or None; the translator's first refusal in it, or None)."""
         for directive in re.findall(rb"\.[A-Za-z_]\w*", function.tuning):
             if directive.decode() not in self.rules.tuning_directives:
                 return (f".{'entry' if function.kernel else 'func'} {function.name}: {directive.decode()}",
                         self.rules.tuning_source), None
-        decisions = self.decisions
+        statements = function.statements
+        if not bad or statements.keys().isdisjoint(bad):
+            return None, None
         refusal: tuple[str, str] | None = None
-        for form in function.forms:
-            decision = decisions.get(form)
-            if decision is None:
-                decision = decisions[form] = self.decide(form[0].decode("utf-8", "replace"),
-                                                         form[1].decode("utf-8", "replace"))
+        for key in statements:  # in body order: the first is reported
+            decision = self.decisions[key]
             if decision.status == "ok":
                 continue
             if decision.status == "drop":
@@ -179,6 +200,32 @@ class PtxChecker:
         return None, refusal
 
     # -- one instruction form -------------------------------------------------------------------------
+
+    def decide_statement(self, statement: bytes) -> Decision:
+        """One statement as written (what lies between two `;` of a body): labels, `.loc` lines and block
+        braces before it are passed over; a declaration or nothing is ok."""
+        shape = self.parsed.get(statement)
+        if shape is None:
+            shape = self.parsed[statement] = parse_statement(statement)
+        if isinstance(shape, bytes):
+            if not shape:
+                return OK  # a declaration (.reg, .local, .shared, .param, .pragma) or nothing
+            text = shape.decode("utf-8", "replace")[:60]
+            return Decision("drop", f"{text}: not a statement the parser knows", self.rules.drop_source)
+        return self.decide_shape(shape)
+
+    def decide_form(self, form: tuple[bytes, bytes]) -> Decision:
+        """A form (head, operands)'s decision."""
+        return self.decide_shape((form[0], _IDENTIFIERS.sub(b"x", form[1].translate(ZERO_DIGITS))))
+
+    def decide_shape(self, shape: tuple[bytes, bytes]) -> Decision:
+        """A shape's decision, made once: identifiers are operands alike to the grammar (an identifier
+        that is one of the lexer's keywords is not, which this does not tell apart)."""
+        decision = self.shapes.get(shape)
+        if decision is None:
+            decision = self.shapes[shape] = self.decide(shape[0].decode("utf-8", "replace"),
+                                                        shape[1].decode("utf-8", "replace"))
+        return decision
 
     def decide(self, head: str, operands: str) -> Decision:
         """One statement ``head operands;`` as ZLUDA's generated parser and its translator see it."""
@@ -230,6 +277,20 @@ class PtxChecker:
             return Decision("refuse_in_func" if refusal.only_in_func else "refuse",
                             f"{head}: {refusal.construct}", refusal.source)
         return OK
+
+
+def _reading(entry: bytes | Reading, read: Callable[[bytes], Reading]) -> Reading:
+    return entry if isinstance(entry, Reading) else read(entry)
+
+
+def parse_statement(statement: bytes) -> tuple[bytes, bytes] | bytes:
+    """(head, operand shape) of an instruction statement; else b"" (a declaration or nothing) or the text
+    that is neither."""
+    m = _STATEMENT.match(statement)
+    if m is None:
+        rest = _LEAD_IN.sub(b"", statement, count=1).strip()
+        return b"" if not rest or rest.startswith(b".") else rest
+    return m.group(1), _IDENTIFIERS.sub(b"x", m.group(2).translate(ZERO_DIGITS))
 
 
 def _select(defs: tuple[Form, ...], modifiers: list[str]) -> Form | None:

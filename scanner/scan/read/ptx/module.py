@@ -4,21 +4,23 @@ fn directive, fn function, fn statement), precisely enough to apply its rules, n
     module = read_module(text)     # text: the entry's bytes, comments and strings already stripped
     module.header_problem          # what in `.version`/`.target` the parser may refuse (or None)
     for f in module.functions:     # every .entry/.func, declarations included
-        f.name, f.kernel, f.tuning, f.forms, f.calls
+        f.name, f.kernel, f.tuning, f.statements, f.calls
 
-``forms`` is the set of distinct instruction statements of a function as
-(head, operands) pairs: the head (opcode and modifiers, ``ld.global.nc.f32``)
-as written, the operands with every digit made 0, so that statements that
-differ only by register numbers or immediates are one form. Real functions
-repeat few forms; each is decided once (cuda4amd.scan.read.ptx.judge).
+``statements`` holds a function's statements (its body split at ``;``)
+with every digit made 0, so that statements that differ only by register
+numbers, labels or immediates are one; each keeps one statement as written
+(cuda4amd.scan.read.ptx.judge reads its head from that). Real functions
+repeat few; each is decided once. The known approximation: two statements
+that differ only by digits of their head (``ld.global.nc.u8`` and ``.u16``
+with the same operands) are one, decided by one of them.
 Declarations (``.reg``, ``.local``, ``.shared``, ``.param``), labels,
-``.loc``, ``.pragma`` and blocks are not forms: the grammar's variable and
-debug rules accept what nvcc writes.
+``.loc``, ``.pragma`` and blocks are not instructions: the grammar's
+variable and debug rules accept what nvcc writes.
 """
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS
 
@@ -26,18 +28,12 @@ __all__ = ["Function", "Module", "read_module"]
 
 _HEADER = re.compile(rb"\A\s*\.version\s+([0-9.]+)\s+\.target\s+([\w]+)((?:\s*,\s*[\w]+)*)\s*"
                      rb"(?:\.address_size\s+([0-9]+))?")
-_FUNCTION = re.compile(rb"(?m)^[ \t]*((?:\.(?:extern|visible|weak)[ \t]+)*)\.(entry|func)\b")
+#: the linking directives a function's line may start with (fn linking_directives)
+_LINKING = frozenset({b".extern", b".visible", b".weak"})
+_IDENT_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
 _ENTRY_NAME = re.compile(rb"\s+([A-Za-z_$%][\w$]*)")
 _FUNC_NAME = re.compile(rb"\s*(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)")
 _PARAMS = re.compile(rb"\s*\([^)]*\)")
-# One instruction statement: where a statement may start (a line start, after `;`, `{` or `}`), an
-# optional label and guard, the head, the operands up to `;`. Two patterns that match alike, one
-# capturing the head (read from the text), one the operands (read from the text with digits 0).
-_STMT_START = rb"(?m)(?:(?<=[;{}])|^)[ \t\r\n]*(?:[$%\w]+[ \t]*:(?!:)[ \t\r\n]*)*(?:@!?[%$\w]+[ \t]+)?"
-_STMT_HEAD = rb"[a-z][a-z0-9_]*(?:\.[\w:]+)*"
-_STMT_OPERANDS = rb"[^;{}:]*(?:\{[^;{}:]*\}[^;{}:]*)*"
-_HEADS = re.compile(_STMT_START + b"(" + _STMT_HEAD + b")" + _STMT_OPERANDS + b";")
-_OPERANDS = re.compile(_STMT_START + _STMT_HEAD + b"(" + _STMT_OPERANDS + b");")
 _CALL = re.compile(rb"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
 _BRACES = re.compile(rb"[{}]")
 
@@ -49,19 +45,23 @@ class Function:
     linking: str
     tuning: bytes  # the text between the parameters and the body (tuning directives)
     has_body: bool
-    forms: set[tuple[bytes, bytes]]
+    #: its statements, split at `;`, with digits 0 -> one of the statements (as written) that reads so
+    statements: dict[bytes, bytes]
     calls: set[str]
     offset: int
 
 
 @dataclass
 class Module:
+    """``statements``: every function's statements together (what a release decides, once each)."""
+
     version: str
     target: str
     target_options: tuple[str, ...]
     address_size: int
     header_problem: str | None
     functions: list[Function]
+    statements: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def kernels(self) -> list[str]:
@@ -83,19 +83,37 @@ def read_module(text: bytes) -> Module:
         address = int(header.group(4) or 32)
         if not re.fullmatch(r"sm_[0-9]+[a-z]?", target):
             problem = f".target {target}"
-    starts = list(_FUNCTION.finditer(text))
+    starts = _function_starts(text)
     functions = []
-    for i, m in enumerate(starts):
-        stop = starts[i + 1].start() if i + 1 < len(starts) else len(text)
-        function = _function(text, m, stop)
+    for i, (at, linking, kernel, after) in enumerate(starts):
+        stop = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        function = _function(text, at, linking, kernel, after, stop)
         if function is not None:
             functions.append(function)
-    return Module(version, target, options, address, problem, functions)
+    every: dict[bytes, bytes] = {}
+    for function in functions:
+        every.update(function.statements)
+    return Module(version, target, options, address, problem, functions, every)
 
 
-def _function(text: bytes, m: re.Match[bytes], stop: int) -> Function | None:
-    kernel = m.group(2) == b"entry"
-    named = (_ENTRY_NAME if kernel else _FUNC_NAME).match(text, m.end())
+def _function_starts(text: bytes) -> list[tuple[int, str, bool, int]]:
+    """(line start, linking directives, kernel?, offset after `.entry`/`.func`) of each function, in order:
+    `.entry`/`.func` found with bytes.find (C speed), kept where only linking directives precede it on its line."""
+    found = []
+    for word, kernel in ((b".entry", True), (b".func", False)):
+        at = text.find(word)
+        while at >= 0:
+            after = at + len(word)
+            line = text.rfind(b"\n", 0, at) + 1
+            before = text[line:at].split()
+            if (after >= len(text) or text[after] not in _IDENT_BYTE) and all(w in _LINKING for w in before):
+                found.append((line, " ".join(w.decode() for w in before), kernel, after))
+            at = text.find(word, after)
+    return sorted(found)
+
+
+def _function(text: bytes, at: int, linking: str, kernel: bool, after: int, stop: int) -> Function | None:
+    named = (_ENTRY_NAME if kernel else _FUNC_NAME).match(text, after)
     if named is None:
         return None
     pos = named.end()
@@ -105,15 +123,16 @@ def _function(text: bytes, m: re.Match[bytes], stop: int) -> Function | None:
     brace = text.find(b"{", pos, stop)
     semicolon = text.find(b";", pos, stop)
     name = named.group(1).decode("utf-8", "replace")
-    linking = m.group(1).decode().split()
     if brace < 0 or 0 <= semicolon < brace:  # a declaration: `.func (...) name (...);`
         end = semicolon if semicolon >= 0 else stop
-        return Function(name, kernel, " ".join(linking), text[pos:end], False, set(), set(), m.start())
+        return Function(name, kernel, linking, text[pos:end], False, {}, set(), at)
     end = _body_end(text, brace, stop)
     body = text[brace + 1:end]
-    forms = set(zip(_HEADS.findall(body), _OPERANDS.findall(body.translate(ZERO_DIGITS)), strict=True))
+    # C-level all of it: split at `;` (a statement never holds one: strings are emptied), digits made 0,
+    # and one statement as written kept per form (the last of each)
+    statements = dict(zip(body.translate(ZERO_DIGITS).split(b";"), body.split(b";"), strict=True))
     calls = {c.decode("utf-8", "replace") for c in _CALL.findall(body)} if b"call" in body else set()
-    return Function(name, kernel, " ".join(linking), text[pos:brace], True, forms, calls, m.start())
+    return Function(name, kernel, linking, text[pos:brace], True, statements, calls, at)
 
 
 def _body_end(text: bytes, brace: int, stop: int) -> int:

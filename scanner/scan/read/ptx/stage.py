@@ -46,7 +46,8 @@ class PtxStage:
     @classmethod
     def for_rules(cls, kernel_dirs: Sequence[Path] = ()) -> PtxStage:
         rules = load_ptx_rule_files(list(kernel_dirs)) if kernel_dirs else load_ptx_rules()
-        return cls({tag: PtxChecker(r) for tag, r in sorted(rules.items())})
+        parsed: dict[bytes, tuple[bytes, bytes] | bytes] = {}  # how a statement reads: the same at every release
+        return cls({tag: PtxChecker(r, parsed=parsed) for tag, r in sorted(rules.items())})
 
     def read(self, text: bytes) -> Reading:
         key = hashlib.sha256(text).digest()
@@ -61,14 +62,14 @@ class PtxStage:
         """The containers at ``offsets`` (registered, carrying PTX), judged at every release."""
         if not offsets or not self.checkers:
             return PtxFacts()
-        containers = [ptx_texts(buf, offset) for offset in offsets]
+        containers = [[self.read(text) for text in ptx_texts(buf, offset)] for offset in offsets]
         tags, counts, dropped, refusal = [], [], [], []
         for tag, checker in self.checkers.items():
             tally = dict.fromkeys(COUNTS, 0)
             lost: list[str] = []
             first: tuple[str, ...] = ()
             for texts in containers:
-                result = checker.check_container(texts, self.read)
+                result = checker.check_container(texts)
                 tally[result.outcome] += 1
                 tally["kernels"] += len(result.kernels)
                 if result.outcome == "empty_module":
