@@ -61,11 +61,15 @@ def main(argv: list[str] | None = None) -> int:
     total = sum(map(len, texts))
     stage = PtxStage.for_rules()
     outcomes: dict[str, Counter[str]] = {tag: Counter() for tag in stage.checkers}
+    constructs: dict[str, Counter[str]] = {tag: Counter() for tag in stage.checkers}
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for text in texts:
         reading = stage.read(text)  # once for every release, as PtxStage.check does
         for tag, checker in stage.checkers.items():
-            outcomes[tag][checker.check_container([reading]).outcome] += 1
+            result = checker.check_container([reading])
+            outcomes[tag][result.outcome] += 1
+            if result.outcome != "ok":
+                constructs[tag][result.construct.split(":")[0][:50] + " | " + result.source.split(" ")[0]] += 1
     cpu, wall = time.process_time() - cpu0, time.perf_counter() - wall0
     mb = total / 1e6
     print(f"{files} files, {len(texts)} PTX texts, {mb:.1f} MB of PTX; extraction+decompression {extracted:.2f} s")
@@ -73,6 +77,8 @@ def main(argv: list[str] | None = None) -> int:
           f"{mb / cpu:.0f} MB/s per core; {sum(len(c.decisions) for c in stage.checkers.values())} forms decided")
     for tag, counts in outcomes.items():
         print(f"  {tag}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
+        for construct, n in constructs[tag].most_common(8):
+            print(f"      {n:5} {construct}")
     return 0
 
 
