@@ -206,6 +206,7 @@ MIRROR = Path(os.environ.get("ZLUDA_MIRROR", "/work/.mirror/vosen+ZLUDA/repo"))
 
 @pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="no fetched mirror of vosen/ZLUDA")
 def test_rules_match_the_grammar_at_each_tag():
+    tags = [a for tag in TAGS for a in ("--tag", tag)]
     run = subprocess.run([sys.executable, str(REPO / "tools" / "ptx_rules_from_zluda.py"), "--mirror", str(MIRROR),
-                          "--check", *(a for tag in TAGS for a in ("--tag", tag))], capture_output=True, text=True)
+                          "--check", "--check-sources", *tags], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr

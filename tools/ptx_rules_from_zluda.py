@@ -347,14 +347,62 @@ def _toml_str(s: str) -> str:
     return '"' + s.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
+_CITATION = re.compile(r"^(?P<path>[\w./-]+):(?P<first>\d+)(?:-(?P<last>\d+))?@(?P<tag>[\w.-]+)(?: (?P<rest>.*))?$")
+
+
+def check_sources(mirror: str, path: Path) -> list[str]:
+    """Every file:line@tag of a hand-written rules file (ptx-module.toml) against the tag: the lines exist,
+    a quoted or code text after the citation is on them, and every `fn NAME` it names starts in them."""
+    import tomllib
+
+    doc = tomllib.loads(path.read_text(encoding="utf-8"))
+    citations = [v for row in doc.get("release", []) for k, v in row.items() if k.endswith("_source")]
+    citations += [c for row in doc.get("refusal", []) for c in row["source"]]
+    problems = []
+    files: dict[tuple[str, str], list[str]] = {}
+    for citation in citations:
+        m = _CITATION.match(citation)
+        if m is None:
+            problems.append(f"{citation!r}: not file:line@tag")
+            continue
+        key = (m["tag"], m["path"])
+        if key not in files:
+            files[key] = subprocess.run(["git", "-C", mirror, "show", f"{m['tag']}:{m['path']}"], check=True,
+                                        capture_output=True, text=True).stdout.splitlines()
+        lines = files[key]
+        first, last = int(m["first"]), int(m["last"] or m["first"])
+        if not 1 <= first <= last <= len(lines):
+            problems.append(f"{citation!r}: lines {first}-{last} not in {m['path']} ({len(lines)} lines)")
+            continue
+        cited = " ".join(" ".join(lines[first - 1:last]).split())
+        rest = (m["rest"] or "").strip()
+        wanted = [f"fn {name}" for name in re.findall(r"\bfn (\w+)", rest)]
+        if rest.startswith('"'):
+            wanted += re.findall(r'"([^"]+)"', rest)
+        elif rest and not rest.startswith("("):  # code as written, after any `fn NAME: `
+            wanted.append(" ".join(re.sub(r"^fn \w+: ", "", rest).split())[:25])
+        for text in wanted:
+            if text not in cited:
+                problems.append(f"{citation!r}: {text!r} is not on those lines")
+    return problems
+
+
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("--mirror", required=True, help="a bare git mirror of vosen/ZLUDA (the fetch tool's)")
     ap.add_argument("--tag", action="append", required=True)
     ap.add_argument("--check", action="store_true", help="compare with the committed file instead of writing")
     ap.add_argument("--out", type=Path, default=RULES_DIR)
+    ap.add_argument("--check-sources", action="store_true",
+                    help="also check every citation of ptx-module.toml against the mirror")
     args = ap.parse_args(argv)
     status = 0
+    if args.check_sources:
+        problems = check_sources(args.mirror, args.out / "ptx-module.toml")
+        print(f"ptx-module.toml: {len(problems)} citation problem(s)")
+        for problem in problems:
+            print(f"  {problem}")
+        status |= bool(problems)
     for tag in args.tag:
         source = subprocess.run(["git", "-C", args.mirror, "show", f"{tag}:{GRAMMAR}"], check=True,
                                 capture_output=True, text=True).stdout
