@@ -83,7 +83,7 @@ def test_a_call_to_a_dropped_function_fails_the_load(tag):
     # why helper went: ld with an L2 cache hint is a parser Todo at every tag
     decisions = PtxChecker(RULES[tag])
     decisions.check_module(fixture("calls_dropped.ptx"))
-    drops = [d for d in decisions.decisions.values() if d.status == "drop"]
+    drops = [d for d in decisions.shapes.values() if d.status == "drop"]
     assert drops and "cache" in drops[0].construct
 
 
@@ -128,9 +128,9 @@ def test_v5_takes_the_first_entry():
 def test_forms_are_decided_once():
     checker = PtxChecker(RULES["v6"])
     checker.check_module(fixture("accepted.ptx"))
-    decided = dict(checker.decisions)
+    decided = dict(checker.shapes)
     checker.check_module(fixture("accepted.ptx"))
-    assert checker.decisions == decided and len(decided) < 30
+    assert checker.shapes == decided and len(decided) < 30
 
 
 def test_lexer_alphabet():

@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
     mb = total / 1e6
     print(f"{files} files, {len(texts)} PTX texts, {mb:.1f} MB of PTX; extraction+decompression {extracted:.2f} s")
     print(f"PTX stage ({len(stage.checkers)} releases): {cpu:.2f} s CPU, {wall:.2f} s wall: "
-          f"{mb / cpu:.0f} MB/s per core; {sum(len(c.decisions) for c in stage.checkers.values())} forms decided")
+          f"{mb / cpu:.0f} MB/s per core; {sum(len(c.shapes) for c in stage.checkers.values())} shapes decided")
     for tag, counts in outcomes.items():
         print(f"  {tag}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         for construct, n in constructs[tag].most_common(8):

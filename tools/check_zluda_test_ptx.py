@@ -74,7 +74,7 @@ def main(argv: list[str] | None = None) -> int:
             print(f"  {path}: {result.outcome}: {result.construct} ({result.source})")
             status = 1
         if args.verbose:
-            print(f"  {len(checker.decisions)} distinct instruction forms decided")
+            print(f"  {len(checker.shapes)} distinct statement shapes decided")
     return status
 
 

@@ -64,6 +64,10 @@ class ModuleResult:
     entries: int = 0
 
 
+#: (head, operand shape) of an instruction; b"" for no instruction; other bytes: a statement that is neither
+Shape = tuple[bytes, bytes] | bytes
+
+
 @dataclass(frozen=True)
 class Reading:
     """What every release's check of one PTX text shares: the text as the lexer sees it, its lexer error,
@@ -71,26 +75,26 @@ class Reading:
 
     lexer_error: tuple[int, bytes] | None
     module: Module
+    #: each statement key of the module -> its shape (parse_statement): how it reads at every release
+    shape_of: dict[bytes, Shape]
+    shapes: frozenset[Shape]
 
 
 def read_text(text: bytes) -> Reading:
     stripped = strip(text)
-    return Reading(lexer_error(stripped), read_module(stripped))
+    module = read_module(stripped)
+    shape_of = {key: parse_statement(written) for key, written in module.statements.items()}
+    return Reading(lexer_error(stripped), module, shape_of, frozenset(shape_of.values()))
 
 
 @dataclass
 class PtxChecker:
     rules: PtxRules
-    #: each statement met (digits 0, as module.Function.statements has it) -> its decision
-    decisions: dict[bytes, Decision] = field(default_factory=dict)
-    #: the statements of those that are not ok (a set: a function's are checked against it at C speed)
-    not_ok: set[bytes] = field(default_factory=set)
-    #: statement -> its (head, operand shape), or b"" for no instruction: the same at every release, so
-    #: checkers of several releases may share one (cuda4amd.scan.read.ptx.stage does)
-    parsed: dict[bytes, tuple[bytes, bytes] | bytes] = field(default_factory=dict)
-    #: each shape (head, operands with every identifier `x`) -> its decision: the forms of different
-    #: functions differ mostly by the names of their parameters, labels and callees
-    shapes: dict[tuple[bytes, bytes], Decision] = field(default_factory=dict)
+    #: each shape met (Reading.shape_of: head, operands with digits 0 and identifiers `x`) -> its
+    #: decision: the statements of different functions differ mostly by names and numbers
+    shapes: dict[Shape, Decision] = field(default_factory=dict)
+    #: the shapes that are not ok (a set: a module's are checked against it at C speed)
+    not_ok: set[Shape] = field(default_factory=set)
     keywords: frozenset[str] = field(init=False)
 
     def __post_init__(self) -> None:
@@ -142,17 +146,17 @@ class PtxChecker:
         if options:  # recovered as one unrecognized directive (fn directive's recovery)
             invalid += 1
             first = (f".target {module.target}, {', '.join(options)}", self.rules.target_source)
-        decisions = self.decisions
-        for key in module.statements.keys() - decisions.keys():  # each statement decided once per release
-            decision = decisions[key] = self.decide_statement(module.statements[key])
-            if decision.status != "ok":
-                self.not_ok.add(key)
-        bad = module.statements.keys() & self.not_ok
+        for shape in reading.shapes - self.shapes.keys():  # each shape decided once per release
+            if self.decide_shape(shape).status != "ok":
+                self.not_ok.add(shape)
+        bad_shapes = reading.shapes & self.not_ok
+        bad = {key for key, shape in reading.shape_of.items() if shape in bad_shapes} if bad_shapes else set()
+        shape_of = reading.shape_of
         dropped: list[Function] = []
         refused: tuple[str, str] | None = None
         kept: list[Function] = []
         for function in module.functions:
-            problem, refusal = self._function(function, bad)
+            problem, refusal = self._function(function, bad, shape_of)
             if problem is not None:
                 dropped.append(function)
                 first = first or problem
@@ -178,8 +182,8 @@ class PtxChecker:
             return ModuleResult("functions_dropped", construct=first[0], source=first[1], **base)  # type: ignore[arg-type]
         return ModuleResult("ok", **base)  # type: ignore[arg-type]
 
-    def _function(self, function: Function,
-                  bad: set[bytes]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    def _function(self, function: Function, bad: set[bytes],
+                  shape_of: dict[bytes, Shape]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
         """(why the parser drops it, or None; the translator's first refusal in it, or None)."""
         for directive in re.findall(rb"\.[A-Za-z_]\w*", function.tuning):
             if directive.decode() not in self.rules.tuning_directives:
@@ -190,7 +194,7 @@ class PtxChecker:
             return None, None
         refusal: tuple[str, str] | None = None
         for key in statements:  # in body order: the first is reported
-            decision = self.decisions[key]
+            decision = self.shapes[shape_of[key]]
             if decision.status == "ok":
                 continue
             if decision.status == "drop":
@@ -202,29 +206,26 @@ class PtxChecker:
     # -- one instruction form -------------------------------------------------------------------------
 
     def decide_statement(self, statement: bytes) -> Decision:
-        """One statement as written (what lies between two `;` of a body): labels, `.loc` lines and block
-        braces before it are passed over; a declaration or nothing is ok."""
-        shape = self.parsed.get(statement)
-        if shape is None:
-            shape = self.parsed[statement] = parse_statement(statement)
-        if isinstance(shape, bytes):
-            if not shape:
-                return OK  # a declaration (.reg, .local, .shared, .param, .pragma) or nothing
-            text = shape.decode("utf-8", "replace")[:60]
-            return Decision("drop", f"{text}: not a statement the parser knows", self.rules.drop_source)
-        return self.decide_shape(shape)
+        """One statement as written (what lies between two `;` of a body)."""
+        return self.decide_shape(parse_statement(statement))
 
     def decide_form(self, form: tuple[bytes, bytes]) -> Decision:
         """A form (head, operands)'s decision."""
         return self.decide_shape((form[0], _IDENTIFIERS.sub(b"x", form[1].translate(ZERO_DIGITS))))
 
-    def decide_shape(self, shape: tuple[bytes, bytes]) -> Decision:
+    def decide_shape(self, shape: Shape) -> Decision:
         """A shape's decision, made once: identifiers are operands alike to the grammar (an identifier
-        that is one of the lexer's keywords is not, which this does not tell apart)."""
+        that is one of the lexer's keywords is not, which this does not tell apart); a declaration or
+        nothing is ok."""
         decision = self.shapes.get(shape)
         if decision is None:
-            decision = self.shapes[shape] = self.decide(shape[0].decode("utf-8", "replace"),
-                                                        shape[1].decode("utf-8", "replace"))
+            if isinstance(shape, bytes):
+                text = shape.decode("utf-8", "replace")[:60]
+                decision = OK if not shape else Decision("drop", f"{text}: not a statement the parser knows",
+                                                         self.rules.drop_source)
+            else:
+                decision = self.decide(shape[0].decode("utf-8", "replace"), shape[1].decode("utf-8", "replace"))
+            self.shapes[shape] = decision
         return decision
 
     def decide(self, head: str, operands: str) -> Decision:
@@ -283,7 +284,7 @@ def _reading(entry: bytes | Reading, read: Callable[[bytes], Reading]) -> Readin
     return entry if isinstance(entry, Reading) else read(entry)
 
 
-def parse_statement(statement: bytes) -> tuple[bytes, bytes] | bytes:
+def parse_statement(statement: bytes) -> Shape:
     """(head, operand shape) of an instruction statement; else b"" (a declaration or nothing) or the text
     that is neither."""
     m = _STATEMENT.match(statement)

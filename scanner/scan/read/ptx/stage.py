@@ -46,8 +46,7 @@ class PtxStage:
     @classmethod
     def for_rules(cls, kernel_dirs: Sequence[Path] = ()) -> PtxStage:
         rules = load_ptx_rule_files(list(kernel_dirs)) if kernel_dirs else load_ptx_rules()
-        parsed: dict[bytes, tuple[bytes, bytes] | bytes] = {}  # how a statement reads: the same at every release
-        return cls({tag: PtxChecker(r, parsed=parsed) for tag, r in sorted(rules.items())})
+        return cls({tag: PtxChecker(r) for tag, r in sorted(rules.items())})
 
     def read(self, text: bytes) -> Reading:
         key = hashlib.sha256(text).digest()
