@@ -133,6 +133,25 @@ def test_forms_are_decided_once():
     assert checker.shapes == decided and len(decided) < 30
 
 
+@pytest.mark.parametrize(("statement", "status", "tags"), [
+    (b"\n\tred.global.add.f32 \t[%rd2], %f1", "drop", TAGS),  # no rule for red at any tag
+    (b"\n\tld.global.L2::cache_hint.u32 %r1, [%rd1], %rd2", "drop", TAGS),  # a parser Todo
+    (b"\n\tsetp.eq.s32 %p1|%p2, %r1, 0", "refuse", TAGS),  # the translator's refusal
+    (b"\n$L__BB0_2:\n\tatom.global.cluster.add.u32 %r1, [%rd1], 1", "refuse", TAGS),  # .cluster scope
+    (b"\n\t@%p1 bra \t$L__BB0_2", "ok", TAGS),
+    (b"\n\t.reg .b32 \t%r<6>", "ok", TAGS),
+    (b"\n\tld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd13+16]", "ok", TAGS),
+    (b"\n\tld.global.u32 %r1, %rd13", "drop", TAGS),  # the address needs brackets
+    (b"\n\tbfind.shiftamt.u32 %r2, %r1", "ok", ("v6", "v7-preview.9")),
+    (b"\n\tbfind.shiftamt.u32 %r2, %r1", "drop", ("v5", "v6-preview.69")),
+])
+def test_one_statement(statement, status, tags):
+    for tag in tags:
+        decision = PtxChecker(RULES[tag]).decide_statement(statement)
+        assert decision.status == status, (tag, decision)
+        assert status == "ok" or decision.source.split(" ")[0].endswith(f"@{tag}")
+
+
 def test_lexer_alphabet():
     assert lexer_error(strip(b".version 8.0 // a comment with * & # and a lone _\n")) is None
     assert lexer_error(strip(b'.file 1 "a&b.cu"\n')) is None

@@ -206,12 +206,8 @@ class PtxChecker:
     # -- one instruction form -------------------------------------------------------------------------
 
     def decide_statement(self, statement: bytes) -> Decision:
-        """One statement as written (what lies between two `;` of a body)."""
+        """One statement as written (what lies between two `;` of a body), e.g. to say why a kernel went."""
         return self.decide_shape(parse_statement(statement))
-
-    def decide_form(self, form: tuple[bytes, bytes]) -> Decision:
-        """A form (head, operands)'s decision."""
-        return self.decide_shape((form[0], _IDENTIFIERS.sub(b"x", form[1].translate(ZERO_DIGITS))))
 
     def decide_shape(self, shape: Shape) -> Decision:
         """A shape's decision, made once: identifiers are operands alike to the grammar (an identifier
