@@ -11,6 +11,7 @@ import posixpath
 import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.loader import RuleSet, ZludaRelease
@@ -20,7 +21,9 @@ from cuda4amd.scan.read.byname import NamePatterns, NameReference, expand_templa
 from cuda4amd.scan.read.drivernames import DriverNames, find_driver_names
 from cuda4amd.scan.read.elf import loader_disagreements
 from cuda4amd.scan.read.fatbin import KernelReport, Magics, analyse_kernels
-from cuda4amd.scan.read.ptx.stage import PtxStage
+
+if TYPE_CHECKING:
+    from cuda4amd.scan.read.ptx.stage import PtxStage
 
 
 @dataclass(frozen=True)
@@ -71,13 +74,13 @@ class PayloadInspector:
     names: NamePatterns = field(init=False, repr=False, compare=False)
     #: the symbols seen so far, in this process (a worker has its own copy)
     cuda_symbols: CudaSymbols = field(init=False, repr=False, compare=False)
-    #: ZLUDA's PTX check at every release (its decisions kept for the next binary, per process)
-    ptx_stage: PtxStage = field(init=False, repr=False, compare=False)
+    #: ZLUDA's PTX check at every release, made on first use (a scan answered by the facts cache never
+    #: loads its rules): its decisions kept for the next binary, per process
+    ptx_stages: list[PtxStage] = field(init=False, repr=False, compare=False, default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", NamePatterns(self.rules))
         object.__setattr__(self, "cuda_symbols", CudaSymbols(self.rules))
-        object.__setattr__(self, "ptx_stage", PtxStage.for_rules(self.rules.kernel_dirs))
 
     def inspect(self, path: str, buf: Buffer, info: BinaryInfo) -> Payload:
         mode = self.kernel_scan(path, info)
@@ -117,8 +120,12 @@ class PayloadInspector:
     def check_ptx(self, path: str, buf: Buffer, kernels: KernelReport, registered: list[int],
                   errors: list[FileError]) -> KernelReport:
         """``kernels`` with ZLUDA's PTX check of the registered containers at ``registered``."""
+        if not self.ptx_stages:
+            from cuda4amd.scan.read.ptx.stage import PtxStage  # here: only binaries with PTX need it
+
+            self.ptx_stages.append(PtxStage.for_rules(self.rules.kernel_dirs))
         try:
-            facts = self.ptx_stage.check(buf, registered)
+            facts = self.ptx_stages[0].check(buf, registered)
         except (ValueError, struct.error) as exc:  # a container fatbin.py accepted: not expected
             errors.append(FileError(path, "kernels", f"PTX check: {exc}"))
             return kernels
