@@ -118,6 +118,13 @@ def test_choice_among_entries_last_first():
     assert checker.check_container([]).outcome == "no_ptx"
 
 
+def test_module_level_api():
+    from cuda4amd.scan.read.ptx import check_container, check_ptx_module
+
+    assert check_ptx_module(fixture("accepted.ptx"), RULES["v6"]).outcome == "ok"
+    assert check_container([fixture("dropped_function.ptx")], RULES["v6"]).dropped_kernels == ("drop_me",)
+
+
 def test_v5_takes_the_first_entry():
     checker = PtxChecker(RULES["v5"])
     result = checker.check_container([fixture("dropped_function.ptx"), fixture("accepted.ptx")])

@@ -276,6 +276,16 @@ class PtxChecker:
         return OK
 
 
+def check_ptx_module(text: bytes, rules: PtxRules) -> ModuleResult:
+    """One PTX module at one release (a fresh checker: for many modules keep a PtxChecker)."""
+    return PtxChecker(rules).check_module(text)
+
+
+def check_container(entries: Sequence[bytes], rules: PtxRules) -> ModuleResult:
+    """A container's PTX entries (file order) at one release, after ZLUDA's choice among them."""
+    return PtxChecker(rules).check_container(entries)
+
+
 def _reading(entry: bytes | Reading, read: Callable[[bytes], Reading]) -> Reading:
     return entry if isinstance(entry, Reading) else read(entry)
 
