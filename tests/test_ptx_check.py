@@ -236,3 +236,12 @@ def test_rules_match_the_grammar_at_each_tag():
     run = subprocess.run([sys.executable, str(REPO / "tools" / "ptx_rules_from_zluda.py"), "--mirror", str(MIRROR),
                           "--check", "--check-sources", *tags], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
+
+
+@pytest.mark.skipif(not (MIRROR / "HEAD").exists(), reason="no fetched mirror of vosen/ZLUDA")
+def test_zludas_own_test_ptx_is_ok():
+    # v5 and v6-preview.69 reject two of their own tests' `.target …, debug` (their fn target has no `, debug`)
+    run = subprocess.run([sys.executable, str(REPO / "tools" / "check_zluda_test_ptx.py"), "--mirror", str(MIRROR),
+                          "--tag", "v6", "--tag", "v7-preview.9"], capture_output=True, text=True)
+    assert run.returncode == 0, run.stdout + run.stderr
+    assert "v6: 195 of 195" in run.stdout and "v7-preview.9: 201 of 201" in run.stdout
