@@ -106,6 +106,10 @@ class FatbinEntry:
     debug: bool = False  # built with -G (header flag 0x2)
 
 
+#: the counts of KernelReport.ptx_counts, in order (cuda4amd.scan.read.ptx.stage.COUNTS)
+PTX_CHECK_COUNTS = ("ok", "functions_dropped", "load_fails", "empty_module", "no_ptx", "kernels")
+
+
 @dataclass(frozen=True, slots=True)
 class KernelReport:
     """What the fat binaries of one file carry.
@@ -140,6 +144,30 @@ class KernelReport:
     #: containers without code: nvlink's device-link stub of a non -rdc
     #: build (cubins without a .text section), or empty containers
     codeless_containers: int = 0
+    #: ZLUDA's PTX check (cuda4amd.scan.read.ptx.stage) over the registered containers (.nv_fatb,
+    #: .nv_fatbin) that carry PTX, at every release with PTX rules: per tag (ptx_tags) the counts of
+    #: containers ok, functions_dropped, load_fails, empty_module, no_ptx and the kernels of the
+    #: modules ZLUDA picks (ptx_counts), the kernels dropped (ptx_dropped), the first refusal's
+    #: (construct, source) or () (ptx_refusal)
+    ptx_tags: tuple[str, ...] = ()
+    ptx_counts: tuple[tuple[int, ...], ...] = ()
+    ptx_dropped: tuple[tuple[str, ...], ...] = ()
+    ptx_refusal: tuple[tuple[str, ...], ...] = ()
+
+    def ptx_check(self, tag: str) -> dict | None:
+        """The JSON shape of the PTX check at ``tag`` (report field kernels.ptx_check), None if not checked."""
+        if tag not in self.ptx_tags:
+            return None
+        i = self.ptx_tags.index(tag)
+        counts = dict(zip(PTX_CHECK_COUNTS, self.ptx_counts[i], strict=True))
+        refusal = self.ptx_refusal[i]
+        return {
+            "release": tag,
+            "containers": {k: counts[k] for k in PTX_CHECK_COUNTS[:5]},
+            "kernels": counts["kernels"],
+            "dropped_kernels": list(self.ptx_dropped[i]),
+            "first_refusal": {"construct": refusal[0], "source": refusal[1]} if refusal else None,
+        }
 
     @property
     def modules_without_ptx(self) -> int:

@@ -66,7 +66,7 @@ def test_json_and_toml_files_carry_the_same_report(tmp_path):
     assert first.exit_code == second.exit_code == 3
     assert "report written to" in first.output and first.output.startswith("PARTIAL")
     document = json.loads(as_json.read_text())
-    assert document["schema"] == "cuda4amd.scan/2" and document["verdict"] == "partial"
+    assert document["schema"] == "cuda4amd.scan/3" and document["verdict"] == "partial"
     from cuda4amd.report.toml_format import _without_nulls
 
     from_toml = tomllib.loads(as_toml.read_text())

@@ -134,7 +134,7 @@ def test_loading_checks_what_it_reads(tmp_path):
     with pytest.raises(ReportFileError, match=re.escape("schema 'cuda4amd.host/1'")):
         check_report({"schema": "cuda4amd.host/1"})
     with pytest.raises(ReportFileError, match="made by another cuda4amd version"):
-        check_report({"schema": "cuda4amd.scan/3"})
+        check_report({"schema": "cuda4amd.scan/4"})
     with pytest.raises(ReportFileError, match="missing binaries"):
         check_report({"schema": "cuda4amd.scan/2", "target": {}, "verdict": "ready", "zluda": {}, "summary": {}, "errors": []})
     with pytest.raises(ReportFileError, match="cannot read"):

@@ -45,7 +45,7 @@ def test_pe_verdicts(pe):
     }
     assert pe["verdict"] == "partial"
     assert pe["errors"] == []
-    assert pe["schema"] == "cuda4amd.scan/2" and pe["zluda"]["release"] == "v6-preview.69"
+    assert pe["schema"] == "cuda4amd.scan/3" and pe["zluda"]["release"] == "v6-preview.69"
 
 
 def test_driver_api_all_implemented(pe):
@@ -242,6 +242,10 @@ def test_kernel_verdicts(scan):
         "containers": 2,
         "sections": [".nv_fatbin"],
         "compressed": True,
+        # ZLUDA's PTX check of its one registered container (scan/read/ptx)
+        "ptx_check": {"release": "v6-preview.69", "kernels": 1, "dropped_kernels": [], "first_refusal": None,
+                      "containers": {"ok": 1, "functions_dropped": 0, "load_fails": 0, "empty_module": 0,
+                                     "no_ptx": 0}},
     }
     assert binaries["pe/axpy_rel.dll"]["kernels"]["state"] == "relocatable-ptx-only"
     # a corrupt fat binary is one per-file error; the binary's imports still count

@@ -1,6 +1,6 @@
 """Saved reports: read one back, and say what changed between two.
 
-`load_report` reads a JSON scan report (schema ``cuda4amd.scan/2``, or ``/1`` from earlier versions) for
+`load_report` reads a JSON scan report (schema ``cuda4amd.scan/3``, or ``/2``, ``/1`` from earlier versions) for
 `cuda4amd report` and `cuda4amd diff`. `compare(before, after)` gives the
 differences as data (schema ``cuda4amd.diff/1``, documented in
 docs/reports.md): the overall verdict, the ZLUDA release, the host, the
@@ -27,7 +27,7 @@ from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
 from cuda4amd.report.json_format import render as json_text
 
 #: schemas this module reads: /1 reports (saved by earlier versions) compare too
-READABLE_SCAN_SCHEMAS = ("cuda4amd.scan/1", SCAN_SCHEMA)
+READABLE_SCAN_SCHEMAS = ("cuda4amd.scan/1", "cuda4amd.scan/2", SCAN_SCHEMA)
 DIFF_SCHEMA = "cuda4amd.diff/1"
 REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent

@@ -22,7 +22,7 @@ if TYPE_CHECKING:
 
 NO_KERNELS = KernelReport()
 
-SCHEMA = "cuda4amd.scan/2"
+SCHEMA = "cuda4amd.scan/3"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
 HEADLINES = {
     "ready": "every CUDA binary can run through ZLUDA",
@@ -47,7 +47,7 @@ def build(result: ScanResult, observed: dict | None = None) -> dict:
     from cuda4amd.evidence.levels import evidence_section
     from cuda4amd.host.firstrun import first_run
 
-    binaries = [_binary(v) for v in result.verdicts]
+    binaries = [_binary(v, result.release.tag) for v in result.verdicts]
     counts = {state: sum(1 for b in binaries if b["verdict"] == state) for state in VERDICTS}
     document = {
         "schema": SCHEMA,
@@ -77,7 +77,7 @@ def build(result: ScanResult, observed: dict | None = None) -> dict:
     return document
 
 
-def _binary(verdict: BinaryVerdict) -> dict:
+def _binary(verdict: BinaryVerdict, release: str) -> dict:
     binary, me = verdict.binary, verdict.identity
     info = binary.info
     entry = {
@@ -90,7 +90,7 @@ def _binary(verdict: BinaryVerdict) -> dict:
         "verdict": verdict.verdict,
         "reasons": verdict.reasons,
         "notes": verdict.notes,
-        "kernels": (binary.kernels or NO_KERNELS).to_dict(),
+        "kernels": _kernels(binary.kernels or NO_KERNELS, release),
         "driver_names": None
         if binary.driver_names is None
         else {"names": list(binary.driver_names.names), "runtime_table": binary.driver_names.runtime_table},
@@ -100,6 +100,27 @@ def _binary(verdict: BinaryVerdict) -> dict:
         "dependencies": [_dependency(d) for d in verdict.dependencies if d.edge.how != "system"],
     }
     return entry
+
+
+def _kernels(kernels: KernelReport, release: str) -> dict:
+    """The kernels' summary with ZLUDA's PTX check at the scan's release (null: not checked)."""
+    return {**kernels.to_dict(), "ptx_check": kernels.ptx_check(release)}
+
+
+def ptx_check_line(check: dict | None) -> str:
+    """kernels.ptx_check in one line (Markdown and the -v console), "" when not checked."""
+    if not check:
+        return ""
+    counts = check["containers"]
+    said = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items() if n)
+    line = f"PTX check (ZLUDA {check['release']}): {said} of {sum(counts.values())} registered PTX module(s)"
+    if check["dropped_kernels"]:
+        shown = check["dropped_kernels"][:5]
+        more = len(check["dropped_kernels"]) - len(shown)
+        line += f"; dropped kernels: {', '.join(shown)}" + (f" and {more} more" if more > 0 else "")
+    if check["first_refusal"]:
+        line += f"; first: {check['first_refusal']['construct']} ({check['first_refusal']['source']})"
+    return line
 
 
 def _package(package: PackageVerdict) -> dict:

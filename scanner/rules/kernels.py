@@ -32,6 +32,8 @@ from cuda4amd.rules.validate import (
 __all__ = ["KERNELS_DIR", "PtxAcceptance", "PtxFacts", "load_ptx_facts", "load_ptx_files"]
 
 KERNELS_DIR = "kernels"
+#: rule files of cuda4amd.rules.ptx_rules in the same folder (its PTX_PREFIX)
+PTX_RULES_PREFIX = "ptx-"
 _RELEASE_REQUIRED: Schema = {
     "tag": is_nonempty_str,
     "debug_target": is_bool,
@@ -71,6 +73,8 @@ def load_ptx_files(kernel_dirs: Sequence[Path]) -> PtxFacts:
     releases: dict[str, PtxAcceptance] = {}
     for kernels in kernel_dirs:
         for path in sorted(kernels.glob("*.toml")):
+            if path.name.startswith(PTX_RULES_PREFIX):
+                continue  # ZLUDA's PTX grammar and translator rules: cuda4amd.rules.ptx_rules reads them
             for row in _load_file(path):
                 releases[row.tag] = row
     return PtxFacts(releases)

@@ -159,6 +159,8 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
             f"ZLUDA {ptx.tag} refuses to load a module without PTX "
             f"({ptx.codeless_module_source}), which matters only if the CUDA runtime loads it"
         )
+    if _judge_ptx_check(result, ptx, owner):
+        return
     if usable >= total:
         result.worsen("ready", f"{owner}its kernels carry PTX, so it can run on ZLUDA's driver" if owner else None)
     elif usable <= 0:
@@ -170,6 +172,33 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
             f"{owner}PTX in {usable} of its {total} kernel modules; the kernels of the other {total - usable} "
             "carry no PTX that ZLUDA can use (it runs only PTX), so they fail" + (f" ({debug})" if debug else ""),
         )
+
+
+def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: str) -> bool:
+    """ZLUDA's PTX check at the release (cuda4amd.scan.read.ptx): a registered container that fails to
+    load blocks the binary; dropped kernels (the parser's, or all of an empty module's) degrade it.
+    True when it decided (blocked: nothing else about its kernels matters)."""
+    kernels = result.binary.kernels
+    check = kernels.ptx_check(ptx.tag) if kernels is not None and ptx is not None else None
+    if check is None or ptx is None:
+        return False
+    containers = check["containers"]
+    refusal = check["first_refusal"] or {"construct": "?", "source": "?"}
+    first = f"first construct {refusal['construct']} ({refusal['source']})"
+    if containers["load_fails"]:
+        carrying = sum(containers.values())
+        result.worsen("blocked", f"{owner}{containers['load_fails']} of its {_count(carrying, 'PTX kernel module')} "
+                                 f"fail to load on ZLUDA {ptx.tag} (its PTX translator refuses them): {first}")
+        return True
+    dropped = check["dropped_kernels"]
+    if dropped:
+        result.worsen("degraded", f"{owner}{len(dropped)} of {check['kernels']} kernels are dropped by ZLUDA "
+                                  f"{ptx.tag}'s PTX parser ({_names(dropped)}): {first}")
+    if containers["no_ptx"]:
+        result.worsen("degraded", f"{owner}{_count(containers['no_ptx'], 'kernel module')} with PTX that ZLUDA "
+                                  f"{ptx.tag} cannot read (not UTF-8, or not decompressible): it loads an empty module "
+                                  f"({refusal['source']})")
+    return False
 
 
 def _count(n: int, noun: str) -> str:

@@ -106,8 +106,8 @@ from __future__ import annotations
 import re
 import struct
 from bisect import bisect_left, bisect_right, insort
+from collections.abc import Callable
 from functools import partial
-from typing import Callable
 
 from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import MalformedBinary
@@ -116,17 +116,18 @@ from cuda4amd.scan.read.pages import CHUNK, Pages, disk_faults
 __all__ = [
     "CONTAINER_SECTIONS",
     "DEEP_SECTIONS",
-    "FatbinEntry",
-    "KernelReport",
     "MAX_ENTRIES",
-    "Magics",
     "MAX_SECTION_BYTES",
-    "check_section_size",
-    "MalformedBinary",
+    "REGISTERED_SECTIONS",
     "RELOCATABLE_SECTIONS",
     "WRAPPER_SECTIONS",
+    "FatbinEntry",
+    "KernelReport",
+    "Magics",
+    "MalformedBinary",
     "analyse_kernels",
     "arch_sort_key",
+    "check_section_size",
 ]
 
 MAGIC = 0xBA55ED50
@@ -136,6 +137,8 @@ WRAPPER_MAGIC_BYTES = struct.pack("<I", WRAPPER_MAGIC)
 
 #: Sections walked container by container (PE names are cut to 8 characters).
 CONTAINER_SECTIONS = frozenset({".nv_fatb", ".nv_fatbin", "__nv_rel", "__nv_relfatbin"})
+#: Registered at start-up by __cudaRegisterFatBinary: the containers ZLUDA's PTX check counts.
+REGISTERED_SECTIONS = frozenset({".nv_fatb", ".nv_fatbin"})
 #: Relocatable device code (-rdc), the input of the device link: see the module docstring.
 RELOCATABLE_SECTIONS = frozenset({"__nv_rel", "__nv_relfatbin"})
 #: Sections of __fatBinC_Wrapper_t records pointing at containers.
@@ -209,7 +212,7 @@ class Magics:
     pages of a chunk without a magic.
     """
 
-    __slots__ = ("buf", "pages", "starts", "ends", "found", "misses", "searched")
+    __slots__ = ("buf", "ends", "found", "misses", "pages", "searched", "starts")
 
     def __init__(self, buf, pages: Pages | None = None) -> None:
         self.buf = buf
@@ -334,8 +337,21 @@ def check_section_size(name: str, start: int, end: int) -> None:
 
 
 class _Scan:
-    __slots__ = ("buf", "size", "entries", "seen", "sections", "containers", "_names", "pages", "budget",
-                 "kinds", "link_targets", "magics")
+    __slots__ = (
+        "_names",
+        "budget",
+        "buf",
+        "containers",
+        "entries",
+        "kinds",
+        "link_targets",
+        "magics",
+        "pages",
+        "section_of",
+        "sections",
+        "seen",
+        "size",
+    )
 
     def __init__(self, buf, magics: Magics | None = None) -> None:
         self.buf = buf
@@ -350,6 +366,7 @@ class _Scan:
         self._names: dict[tuple, tuple] = {}  # interned kind/arch/isa strings
         self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
         self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
+        self.section_of: dict[int, str] = {}  # container offset -> its section
 
     # -- one container ---------------------------------------------------------------
 
@@ -434,6 +451,7 @@ class _Scan:
                 raise MalformedBinary(f"more than {MAX_ENTRIES} fat binary entries (hostile input?)")
             e = nxt
         self.kinds[off] = _module_kind(buf, relocatable, ptx, debug_ptx, cubins, other_code)
+        self.section_of[off] = section
         return stop
 
     # -- a container section, walked -----------------------------------------------------
@@ -700,7 +718,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 raise MalformedBinary(
                     f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of the "
                     f"file holds: the CUDA runtime would register no kernels from it")
-            va1, fstart, fend, name = spans[va0]
+            _va1, fstart, fend, name = spans[va0]
             off = fstart + (rva - va0)
             if version == LINK_WRAPPER_VERSION:
                 scan.link_targets.add(off)
@@ -750,13 +768,16 @@ def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes
             f"a damaged wrapper; the CUDA runtime would not register its kernels")
 
 
-def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None) -> KernelReport:
+def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None,
+                    ptx_registered: list[int] | None = None) -> KernelReport:
     """Find and classify the fat binary entries of one PE/ELF file.
 
     ``buf``: the whole file (mmap, bytes or bytearray). ``info``: its
     :class:`BinaryInfo` (only ``format``, ``bits`` and ``sections`` are used).
     ``deep``: also search ``.data``/``.rdata``/``.rodata``/``.cask_re``.
     ``magics``: where the magic occurs, shared with another search of the same buffer.
+    ``ptx_registered``: given, it receives the file offsets of the registered containers
+    (REGISTERED_SECTIONS) that carry PTX, for the PTX check (cuda4amd.scan.read.ptx.stage).
     Raises :class:`MalformedBinary` for corrupt containers.
     """
     if isinstance(buf, memoryview):
@@ -777,6 +798,9 @@ def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics
                 start, end = _extent(s, size, strict=False)
                 if end > start:
                     scan.search(start, end, s.name)
+    if ptx_registered is not None:
+        ptx_registered.extend(off for off, kind in scan.kinds.items()
+                              if kind in ("ptx", "debug-ptx") and scan.section_of[off] in REGISTERED_SECTIONS)
     return _report(scan)
 
 

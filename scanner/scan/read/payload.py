@@ -6,9 +6,12 @@ imports still count, and the damage becomes a per-file error.
 """
 from __future__ import annotations
 
+import dataclasses
 import posixpath
+import struct
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 from cuda4amd.model import BinaryInfo, FileError, platform_of
 from cuda4amd.rules.releases import ZludaRelease
@@ -19,6 +22,9 @@ from cuda4amd.scan.read.byname import NamePatterns, NameReference, expand_templa
 from cuda4amd.scan.read.drivernames import DriverNames, find_driver_names
 from cuda4amd.scan.read.elf import loader_disagreements
 from cuda4amd.scan.read.fatbin import KernelReport, Magics, analyse_kernels
+
+if TYPE_CHECKING:
+    from cuda4amd.scan.read.ptx.stage import PtxStage
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,9 @@ class PayloadInspector:
     names: NamePatterns = field(init=False, repr=False, compare=False)
     #: the symbols seen so far, in this process (a worker has its own copy)
     cuda_symbols: CudaSymbols = field(init=False, repr=False, compare=False)
+    #: ZLUDA's PTX check at every release, made on first use (a scan answered by the facts cache never
+    #: loads its rules): its decisions kept for the next binary, per process
+    ptx_stages: list[PtxStage] = field(init=False, repr=False, compare=False, default_factory=list)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "names", NamePatterns(self.rules))
@@ -86,10 +95,13 @@ class PayloadInspector:
                        for note in loader_disagreements(buf)]
         kernels = None
         magics = Magics(buf)  # the deep kernel search and the by-name search read the same data sections
+        registered: list[int] = []
         try:
-            kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics)
+            kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics, ptx_registered=registered)
         except MalformedBinary as exc:
             errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
+        if kernels is not None and registered:
+            kernels = self.check_ptx(path, buf, kernels, registered, errors)
         try:
             by_name = find_library_names(buf, info, self.rules, self.names, nvidia=mode == "deep", magics=magics)
         except MalformedBinary as exc:
@@ -105,6 +117,21 @@ class PayloadInspector:
         if mode == "cheap" and kernels is None and not self.imports_cuda(info):
             calls_cuda = self.cuda_symbols.called_by(info.undefined_symbols)
         return Payload(kernels, by_name, tuple(errors), driver_names, calls_cuda)
+
+    def check_ptx(self, path: str, buf: Buffer, kernels: KernelReport, registered: list[int],
+                  errors: list[FileError]) -> KernelReport:
+        """``kernels`` with ZLUDA's PTX check of the registered containers at ``registered``."""
+        if not self.ptx_stages:
+            from cuda4amd.scan.read.ptx.stage import PtxStage  # here: only binaries with PTX need it
+
+            self.ptx_stages.append(PtxStage.for_rules(self.rules.kernel_dirs))
+        try:
+            facts = self.ptx_stages[0].check(buf, registered)
+        except (ValueError, struct.error) as exc:  # a container fatbin.py accepted: not expected
+            errors.append(FileError(path, "kernels", f"PTX check: {exc}"))
+            return kernels
+        return dataclasses.replace(kernels, ptx_tags=facts.tags, ptx_counts=facts.counts,
+                                   ptx_dropped=facts.dropped, ptx_refusal=facts.refusal)
 
     def imports_cuda(self, info: BinaryInfo) -> bool:
         """Whether the binary imports a library of a CUDA family by name."""

@@ -1,0 +1,150 @@
+"""A PTX module's structure, read as ZLUDA's parser reads it (ptx_parser/src/lib.rs: fn module,
+fn directive, fn function, fn statement), precisely enough to apply its rules, no more.
+
+    module = read_module(text)     # text: the entry's bytes, comments and strings already stripped
+    module.header_problem          # what in `.version`/`.target` the parser may refuse (or None)
+    for f in module.functions:     # every .entry/.func, declarations included
+        f.name, f.kernel, f.tuning, f.statements, f.calls
+
+``statements`` holds a function's statements (its body split at ``;``)
+with every digit made 0, so that statements that differ only by register
+numbers, labels or immediates are one; each keeps one statement as written
+(cuda4amd.scan.read.ptx.judge reads its head from that). Real functions
+repeat few; each is decided once. The known approximation: two statements
+that differ only by digits of their head (``ld.global.nc.u8`` and ``.u16``
+with the same operands) are one, decided by one of them.
+Declarations (``.reg``, ``.local``, ``.shared``, ``.param``), labels,
+``.loc``, ``.pragma`` and blocks are not instructions: the grammar's
+variable and debug rules accept what nvcc writes.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS
+
+__all__ = ["Function", "Module", "read_module"]
+
+_HEADER = re.compile(rb"\A\s*\.version\s+([0-9.]+)\s+\.target\s+([\w]+)((?:\s*,\s*[\w]+)*)\s*"
+                     rb"(?:\.address_size\s+([0-9]+))?")
+#: the linking directives a function's line may start with (fn linking_directives)
+_LINKING = frozenset({b".extern", b".visible", b".weak"})
+_IDENT_BYTE = frozenset(b"abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789_$")
+_ENTRY_NAME = re.compile(rb"\s+([A-Za-z_$%][\w$]*)")
+_FUNC_NAME = re.compile(rb"\s*(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)")
+_PARAMS = re.compile(rb"\s*\([^)]*\)")
+_CALL = re.compile(rb"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
+_BRACES = re.compile(rb"[{}]")
+
+
+@dataclass
+class Function:
+    name: str
+    kernel: bool
+    linking: str
+    tuning: bytes  # the text between the parameters and the body (tuning directives)
+    has_body: bool
+    #: its statements, split at `;`, with digits 0 -> one of the statements (as written) that reads so
+    statements: dict[bytes, bytes]
+    calls: set[str]
+    offset: int
+
+
+@dataclass
+class Module:
+    """``statements``: every function's statements together (what a release decides, once each)."""
+
+    version: str
+    target: str
+    target_options: tuple[str, ...]
+    address_size: int
+    header_problem: str | None
+    functions: list[Function]
+    statements: dict[bytes, bytes] = field(default_factory=dict)
+
+    @property
+    def kernels(self) -> list[str]:
+        return [f.name for f in self.functions if f.kernel and f.has_body]
+
+
+def read_module(text: bytes) -> Module:
+    """The module's header and functions (``text``: lexer.strip's output)."""
+    header = _HEADER.match(text)
+    if header is None:
+        problem = "no `.version` and `.target` at the start of the module"
+        version, target, address = "", "", 32
+        options: tuple[str, ...] = ()
+    else:
+        problem = None
+        version = header.group(1).decode()
+        target = header.group(2).decode()
+        options = tuple(o.strip().decode() for o in header.group(3).split(b",") if o.strip())
+        address = int(header.group(4) or 32)
+        if not re.fullmatch(r"sm_[0-9]+[a-z]?", target):
+            problem = f".target {target}"
+    starts = _function_starts(text)
+    functions = []
+    for i, (at, linking, kernel, after) in enumerate(starts):
+        stop = starts[i + 1][0] if i + 1 < len(starts) else len(text)
+        function = _function(text, at, linking, kernel, after, stop)
+        if function is not None:
+            functions.append(function)
+    every: dict[bytes, bytes] = {}
+    for function in functions:
+        every.update(function.statements)
+    return Module(version, target, options, address, problem, functions, every)
+
+
+def _function_starts(text: bytes) -> list[tuple[int, str, bool, int]]:
+    """(line start, linking directives, kernel?, offset after `.entry`/`.func`) of each function, in order:
+    `.entry`/`.func` found with bytes.find (C speed), kept where only linking directives precede it on its line."""
+    found = []
+    for word, kernel in ((b".entry", True), (b".func", False)):
+        at = text.find(word)
+        while at >= 0:
+            after = at + len(word)
+            line = text.rfind(b"\n", 0, at) + 1
+            before = text[line:at].split()
+            if (after >= len(text) or text[after] not in _IDENT_BYTE) and all(w in _LINKING for w in before):
+                found.append((line, " ".join(w.decode() for w in before), kernel, after))
+            at = text.find(word, after)
+    return sorted(found)
+
+
+def _function(text: bytes, at: int, linking: str, kernel: bool, after: int, stop: int) -> Function | None:
+    named = (_ENTRY_NAME if kernel else _FUNC_NAME).match(text, after)
+    if named is None:
+        return None
+    pos = named.end()
+    params = _PARAMS.match(text, pos)
+    if params is not None:
+        pos = params.end()
+    brace = text.find(b"{", pos, stop)
+    semicolon = text.find(b";", pos, stop)
+    name = named.group(1).decode("utf-8", "replace")
+    if brace < 0 or 0 <= semicolon < brace:  # a declaration: `.func (...) name (...);`
+        end = semicolon if semicolon >= 0 else stop
+        return Function(name, kernel, linking, text[pos:end], False, {}, set(), at)
+    end = _body_end(text, brace, stop)
+    body = text[brace + 1:end]
+    # C-level all of it: split at `;` (a statement never holds one: strings are emptied), digits made 0,
+    # and one statement as written kept per form (the last of each)
+    statements = dict(zip(body.translate(ZERO_DIGITS).split(b";"), body.split(b";"), strict=True))
+    calls = {c.decode("utf-8", "replace") for c in _CALL.findall(body)} if b"call" in body else set()
+    return Function(name, kernel, linking, text[pos:brace], True, statements, calls, at)
+
+
+def _body_end(text: bytes, brace: int, stop: int) -> int:
+    """The offset of the `}` closing the body that opens at ``brace`` (``stop`` if it is never closed)."""
+    last = text.rfind(b"}", brace, stop)
+    # most often the body is all there is before the next function: its last brace closes it (a module
+    # variable after it ends with `;`; a trailing `.section` block holds no statements the forms would read)
+    if last >= 0 and b";" not in text[last:stop] and text.count(b"{", brace, last) == text.count(b"}", brace, last) + 1:
+        return last
+    depth = 0
+    for m in _BRACES.finditer(text, brace, stop):
+        depth += 1 if m.group() == b"{" else -1
+        if depth == 0:
+            return m.start()
+    return stop
