@@ -320,3 +320,24 @@ def test_stale_entries_and_the_old_database_go_when_the_cache_is_written(tmp_pat
     assert hits(target, cache_dir, rules) == 0
     names = sorted(p.name for p in cache_dir.iterdir())
     assert len(names) == 2 and "kept.txt" in names and names[0].endswith(facts.SUFFIX)
+
+
+def test_an_edited_ptx_rule_file_is_another_key(tmp_path, rules):
+    # each release's PTX check is a fact of the file: facts checked with other PTX rules are not reused
+    import dataclasses
+    import shutil
+
+    from cuda4amd.scan.read.payload import PayloadInspector
+
+    kernels = tmp_path / "kernels"
+    shutil.copytree(rules.kernel_dirs[0], kernels)
+    own = dataclasses.replace(rules, kernel_dirs=(kernels,))
+
+    def context() -> str:
+        return facts.scan_context("fast", PayloadInspector(own, own.release(own.default_release)))
+
+    before = context()
+    assert context() == before
+    edited = kernels / "ptx-v6.toml"
+    edited.write_text(edited.read_text(encoding="utf-8") + "\n# edited\n", encoding="utf-8")
+    assert context() != before

@@ -65,7 +65,7 @@ if TYPE_CHECKING:
     from cuda4amd.scan.read.payload import PayloadInspector
 
 #: the form of the entries and what the readers put in them: raise it when either changes (5: one file per binary)
-FACTS_FORMAT = 5
+FACTS_FORMAT = 6  # 6: kernels carry ZLUDA's PTX check (model.KernelReport.ptx_*)
 #: an entry's name: its key and this
 SUFFIX = ".facts"
 #: the largest entry read or written: the biggest measured is 40 KB (libnccl.so.2 of nvidia-nccl-cu12 2.19.3; 30 KB
@@ -124,13 +124,24 @@ def scan_context(engine: str, inspector: PayloadInspector | None) -> str:
     if inspector is not None:
         names = inspector.names.name_rules  # how loaders assemble names (rules.names): by-name facts depend on it
         rules = canonical((inspector.rules.families, inspector.rules.unknown, inspector.rules.system,
-                           names.templates, names.fragments, names.versioners, names.loader_functions))
+                           names.templates, names.fragments, names.versioners, names.loader_functions,
+                           _ptx_rules_digest(inspector.rules.kernel_dirs)))
     if engine == "lief":
         import lief
 
         engine = f"lief {getattr(lief, '__version__', '?')}"
     text = json.dumps([__version__, FACTS_FORMAT, engine, rules], sort_keys=True, separators=(",", ":"))
     return hashlib.sha256(text.encode()).hexdigest()
+
+
+def _ptx_rules_digest(folders: Sequence[Path]) -> str:
+    """The SHA-256 of the PTX rule files (ptx-*.toml) of every kernels folder: the PTX check of each release is
+    a fact of the file (scan/read/ptx), so an edited or added rule file is another key."""
+    digest = hashlib.sha256()
+    for folder in folders:
+        for path in sorted(Path(folder).glob("ptx-*.toml")):
+            digest.update(path.name.encode() + b"\0" + path.read_bytes() + b"\0")
+    return digest.hexdigest()
 
 
 def kernel_mode(item: FoundBinary, info: BinaryInfo, inspector: PayloadInspector | None) -> str:
