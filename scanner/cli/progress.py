@@ -5,7 +5,7 @@ from contextlib import AbstractContextManager
 from typing import Any
 
 from rich.console import Console
-from rich.progress import BarColumn, MofNCompleteColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
+from rich.progress import BarColumn, DownloadColumn, Progress, TaskID, TextColumn, TimeElapsedColumn
 
 from cuda4amd.scan.pipeline import Progress as ScanProgress
 
@@ -15,7 +15,7 @@ class TerminalProgress(ScanProgress):
         self._bar = Progress(
             TextColumn("{task.description}"),
             BarColumn(),
-            MofNCompleteColumn(),
+            DownloadColumn(),  # bytes read of the binaries' bytes: a wheel's one 1 GB library moves the bar
             TimeElapsedColumn(),
             console=Console(stderr=True),
             transient=True,
@@ -32,13 +32,13 @@ class TerminalProgress(ScanProgress):
     def discovering(self) -> None:
         self._task = self._bar.add_task("finding binaries", total=None)
 
-    def reading(self, total: int) -> None:
+    def reading(self, total_bytes: int) -> None:
         if self._task is not None:
-            self._bar.update(self._task, description="reading binaries", total=total, completed=0)
+            self._bar.update(self._task, description="reading binaries", total=total_bytes, completed=0)
 
-    def advance(self) -> None:
+    def advance(self, read_bytes: int) -> None:
         if self._task is not None:
-            self._bar.advance(self._task)
+            self._bar.advance(self._task, read_bytes)
 
 
 class DownloadBar:
@@ -46,7 +46,7 @@ class DownloadBar:
     on stderr; used as a context manager so the bar is closed however the fix ends."""
 
     def __init__(self) -> None:
-        from rich.progress import DownloadColumn, TimeRemainingColumn, TransferSpeedColumn
+        from rich.progress import TimeRemainingColumn, TransferSpeedColumn
 
         self._bar = Progress(
             TextColumn("  downloading"),

@@ -144,7 +144,7 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
         cache=not no_cache,
     )
     try:
-        with _progress() as progress:
+        with _progress(quiet) as progress:
             result = run_scan(options, progress)
     except RulesError as exc:
         fail(rules_error_text(exc))
@@ -203,11 +203,11 @@ def scan(target: str, fmt: str | None, output: str | None, graph_file: str | Non
 
 
 
-def _progress() -> AbstractContextManager[TerminalProgress | None]:
-    """A progress bar on stderr while reading, only when stderr is a terminal."""
+def _progress(quiet: bool) -> AbstractContextManager[TerminalProgress | None]:
+    """A progress bar on stderr while reading, only when stderr is a terminal and -q was not given (as ruff)."""
     from contextlib import nullcontext
 
-    if not sys.stderr.isatty():
+    if quiet or not sys.stderr.isatty():
         return nullcontext(None)
     from cuda4amd.cli.progress import TerminalProgress
 

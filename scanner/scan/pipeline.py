@@ -82,9 +82,9 @@ class Progress:
 
     def discovering(self) -> None: ...
 
-    def reading(self, total: int) -> None: ...
+    def reading(self, total_bytes: int) -> None: ...
 
-    def advance(self) -> None: ...
+    def advance(self, read_bytes: int) -> None: ...
 
 
 class _Laps:
@@ -125,7 +125,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
 
     # read: each binary's facts (scan/read/stage.py), and the distributions installed in the tree
     settings = ReadSettings(options.engine, PayloadInspector(rules, release), options.jobs, options.cache)
-    progress.reading(len(found.binaries))
+    progress.reading(sum(b.size for b in found.binaries))  # by bytes: one 1 GB library is most of a wheel
     if focus is None:
         binaries, read_errors = read_tree(walked, found, settings, progress.advance)
     else:

@@ -53,13 +53,14 @@ def read_binaries(
     archive_path: str | None,
     found: Sequence[FoundBinary],
     engine: str,
-    advance: Callable[[], None] = lambda: None,
+    advance: Callable[[int], None] = lambda read_bytes: None,
     inspector: PayloadInspector | None = None,
     jobs: int | None = 1,
     cache: FactCache | None = None,
 ) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read ``found`` (members of ``archive_path`` when given); results in ``found``'s order.
 
+    ``advance(n)`` is told the size of each file as it is read (or found in the cache), for progress by bytes.
     ``jobs``: worker processes (1: read here, no worker; None: one per usable
     core, for reads big enough to gain from it, and with the fast engine). ``cache``: facts of files
     read before, looked up first and filled with what is read now.
@@ -69,8 +70,7 @@ def read_binaries(
     if cache is not None:
         keys = [cache.key(item, archive_path) for item in found]
         outcomes = cache.get_all(keys, found, inspector)  # one lookup for every file
-        for _ in range(sum(hit is not None for hit in outcomes)):
-            advance()
+        advance(sum(item.size for item, hit in zip(found, outcomes, strict=True) if hit is not None))
     pending = [index for index, outcome in enumerate(outcomes) if outcome is None]
 
     workers = _worker_count(jobs, [found[i] for i in pending], engine)
@@ -81,7 +81,7 @@ def read_binaries(
         try:
             for index, outcome in _read_in_workers(archive_path, found, pending, engine, inspector, workers):
                 outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
-                advance()
+                advance(found[index].size)
         except BrokenProcessPool:
             pass  # a worker died (killed for memory, say): what it had not finished is read here
         pending = [i for i in pending if outcomes[i] is None]
@@ -91,7 +91,7 @@ def read_binaries(
             for index in pending:
                 outcome = read_item(found[index], engine, inspector, archive)
                 outcomes[index] = _stored(outcome, cache, keys[index], found[index], archive_path, inspector)
-                advance()
+                advance(found[index].size)
         finally:
             if archive is not None:
                 archive.close()

@@ -45,7 +45,7 @@ __all__ = ["ArchivesRead", "ReadSettings", "read_all", "read_archives", "read_cl
 OUTSIDE_LIMIT = 1000
 
 
-def _ignore() -> None:
+def _ignore(read_bytes: int) -> None:
     """The default progress: nobody is told."""
 
 
@@ -74,7 +74,7 @@ def read_all(
     target: discovery.Target,
     found: Sequence[discovery.FoundBinary],
     engine: str,
-    advance: Callable[[], None] = _ignore,
+    advance: Callable[[int], None] = _ignore,
     inspector: PayloadInspector | None = None,
     jobs: int | None = 1,
     cache: bool = False,
@@ -94,12 +94,12 @@ def read_all(
 
 
 def _read(target: discovery.Target, found: Sequence[discovery.FoundBinary], settings: ReadSettings,
-          advance: Callable[[], None]) -> tuple[list[ScannedBinary], list[FileError]]:
+          advance: Callable[[int], None]) -> tuple[list[ScannedBinary], list[FileError]]:
     return read_all(target, found, settings.engine, advance, settings.inspector, settings.jobs, settings.cache)
 
 
 def read_tree(target: discovery.Target, found: discovery.Discovery, settings: ReadSettings,
-              advance: Callable[[], None] = _ignore) -> tuple[list[ScannedBinary], list[FileError]]:
+              advance: Callable[[int], None] = _ignore) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read what discovery found, then the data-named files that some binary read imports after all
     (discover.named_skipped), until none is left; sorted by path."""
     binaries, errors = _read(target, found.binaries, settings, advance)
@@ -112,7 +112,7 @@ def read_tree(target: discovery.Target, found: discovery.Discovery, settings: Re
 
 
 def read_closure(target: discovery.Target, found: discovery.Discovery, focus: str, settings: ReadSettings,
-                 rules: RuleSet, advance: Callable[[], None] = _ignore) -> tuple[list[ScannedBinary], list[FileError]]:
+                 rules: RuleSet, advance: Callable[[int], None] = _ignore) -> tuple[list[ScannedBinary], list[FileError]]:
     """Read the binary ``focus``, then only the binaries of its folder whose file names it (or what it
     loads, transitively) asks for: every way the graph resolves a name ends at a file of that name, so
     nothing reachable is missed and a big folder is not read whole."""
