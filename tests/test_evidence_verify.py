@@ -96,7 +96,7 @@ def test_doctor_run_and_the_fixed_target(fixed):
 
     result = CliRunner().invoke(doctor, ["--run", "--timeout", "20", "--format", "json", "--target", str(fixed)])
     assert result.exit_code == 0, result.output
-    doc = json.loads(result.output[result.output.index("{"):])
+    doc = json.loads(result.stdout)  # the probe lines go to stderr, after the report
     outcomes = doc["probes"]["outcomes"]
     assert outcomes[0]["family"] == "driver_api" and all(o["status"] in STATUSES for o in outcomes)
     texts = [c["text"] for c in doc["readiness"]["checks"]]

@@ -116,3 +116,16 @@ def test_a_cp1252_console_keeps_the_tables_within_the_width():
                     env={"PYTHONIOENCODING": "cp1252", "COLUMNS": "80"})
     rows = [line for line in done.stdout.decode("cp1252").splitlines() if line.startswith(("|", "+"))]
     assert rows and {len(line) for line in rows} == {80}
+
+
+def test_the_software_only_note_is_short_and_only_where_there_is_cuda(tmp_path):
+    from cuda4amd.report.console import render
+
+    doc = json.loads((GOLDENS / "demo-tool" / "scan.json").read_text(encoding="utf-8"))
+    doc["basis"] = "software-only: no AMD GPU or HIP SDK was found on this machine"
+    lines = render(doc, width=80).splitlines()
+    note = lines.index(doc["basis"])
+    assert lines[note + 1] == "for another machine: --host FILE.json (from `cuda4amd doctor --format json`)"
+    assert all(len(line) <= 80 for line in lines[1:])  # every line after the headline fits 80 columns
+    doc["verdict"] = "no-cuda"
+    assert doc["basis"] not in render(doc, width=80)

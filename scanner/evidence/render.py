@@ -82,7 +82,7 @@ def console_lines(document: dict[str, Any]) -> list[str]:
     families = evidence["families"]
     note = first_run_text(evidence.get("first_run"))
     if not _probed(evidence) and all(f["level"] == "static" for f in families.values()):
-        return ["evidence: static verdict only (after the fix, `cuda4amd verify DIR --run` runs smoke probes)"] + \
+        return ["evidence: static only (after a fix, `cuda4amd verify DIR --run` runs the smoke probes)"] + \
             ([note] if note else [])
     out = ["evidence" + (f" (probes through {evidence['through']})" if evidence.get("through") else "") + ":"]
     for fam, f in sorted(families.items()):

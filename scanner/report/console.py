@@ -18,7 +18,7 @@ import posixpath
 import re
 from typing import IO, TYPE_CHECKING
 
-from cuda4amd.report.document import headline, ptx_check_line
+from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.report.words import counted
@@ -38,6 +38,7 @@ ASCII_FALLBACK = {
     "\N{LEFT SINGLE QUOTATION MARK}": "'", "\N{RIGHT SINGLE QUOTATION MARK}": "'", "“": '"', "”": '"', "•": "*",
 }
 ERROR_HANDLER = "cuda4amd.ascii"
+
 
 
 def _ascii_fallback(error: UnicodeError) -> tuple[str, int]:
@@ -132,7 +133,11 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
     ))
     if summary_only:
         return
-    console.print(Text(doc.get("basis") or "", style="dim italic"))
+    if doc["verdict"] != "no-cuda":  # with nothing to judge, what it was judged for says nothing
+        console.print(Text(doc.get("basis") or "", style="dim italic"))
+        if SOFTWARE_ONLY_HERE in (doc.get("basis") or ""):
+            console.print(Text("for another machine: --host FILE.json (from `cuda4amd doctor --format json`)",
+                               style="dim italic"))
 
     packages = [p for p in doc.get("packages", []) if p["verdict"] != "no-cuda"]
     if packages:

@@ -31,6 +31,10 @@ HEADLINES = {
     "no-cuda": "nothing here uses CUDA",
 }
 
+#: the basis of a scan on a machine with no AMD GPU (scan/pipeline.py `_host`): the outputs add the next step,
+#: judging for another machine (--host FILE.json)
+SOFTWARE_ONLY_HERE = "no AMD GPU or HIP SDK was found on this machine"
+
 
 def headline(document: dict) -> str:
     """The overall verdict in words that agree with the counts: `partial`

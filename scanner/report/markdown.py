@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
-from cuda4amd.report.document import headline, ptx_check_line
+from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.report.words import counted
@@ -210,6 +210,9 @@ class _Report:
         lines.append(counts + ".")
         if doc.get("basis"):
             lines += ["", f"> {text(doc['basis'])}"]
+            if SOFTWARE_ONLY_HERE in doc["basis"]:
+                lines += [">", f"> for another machine: {code('--host FILE.json')} (from "
+                               f"{code('cuda4amd doctor --format json')})"]
         return "\n".join(lines)
 
     def summary(self, level: Detail) -> str:

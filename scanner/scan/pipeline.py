@@ -272,10 +272,8 @@ def _host(options: ScanOptions, target: discovery.Target, rules: RuleSet) -> tup
         return host, f"judged for the recorded host {Path(options.host).name} ({_gpu_text(host)})", True
     host = detect_host(target=str(target.path), rules=rules)
     if host.gpu is None and not host.sdks:
-        return host, (
-            "software-only: no AMD GPU or HIP SDK was found on this machine "
-            "(pass --host FILE.json, made by `cuda4amd doctor --format json`, to judge for another machine)"
-        ), False
+        # the next step (--host FILE.json) is the outputs' to say, where there is a CUDA binary to judge
+        return host, "software-only: no AMD GPU or HIP SDK was found on this machine", False
     return host, f"judged for this machine ({_gpu_text(host)})", True
 
 
