@@ -71,3 +71,20 @@ def private_facts_cache(tmp_path_factory):
         os.environ.pop("CUDA4AMD_FACTS_CACHE", None)
     else:
         os.environ["CUDA4AMD_FACTS_CACHE"] = old
+
+
+def pytest_configure(config: pytest.Config) -> None:
+    """Downloads of real wheels (tests/wheelcache.py) are said on the terminal as they start and end, past
+    pytest's output capture: a first acceptance run fetches about 1.9 GB and should not look stuck."""
+    import wheelcache
+
+    reporter = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if reporter is None or capture is None:
+        return
+
+    def announce(text: str) -> None:
+        with capture.global_and_fixture_disabled():
+            reporter.write_line(text)
+
+    wheelcache.announce = announce

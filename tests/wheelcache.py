@@ -5,7 +5,9 @@ import os
 import re
 import subprocess
 import sys
+import time
 import zipfile
+from collections.abc import Callable
 from pathlib import Path
 
 PLATFORM_ARGS = ["--only-binary=:all:", "--python-version", "3.12"]
@@ -37,6 +39,8 @@ def wheel(spec: str, platform: str | tuple[str, ...] = WINDOWS) -> Path:
     cache.mkdir(parents=True, exist_ok=True)
     args = [*PLATFORM_ARGS, *(arg for tag in tags for arg in ("--platform", tag))]
     command = [sys.executable, "-m", "pip", "download", "--no-deps", *args, "-d", str(cache), spec]
+    announce(f"downloading {spec} ({tags[0]}) from PyPI into {cache} ...")
+    started = time.monotonic()
     try:
         done = subprocess.run(command, capture_output=True, text=True, timeout=1800)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -45,7 +49,16 @@ def wheel(spec: str, platform: str | tuple[str, ...] = WINDOWS) -> Path:
     if done.returncode != 0 or not hits:
         last = (done.stderr.strip().splitlines() or ["no output"])[-1]
         raise Unavailable(f"could not fetch {spec} from PyPI: {last}")
+    announce(f"downloaded {hits[0].name}: {hits[0].stat().st_size / 1e6:,.0f} MB in {time.monotonic() - started:.0f} s")
     return hits[0]
+
+
+def _to_stderr(text: str) -> None:
+    print(text, file=sys.stderr, flush=True)
+
+
+#: where a download is said while it runs (conftest.py points it past pytest's capture, at the terminal)
+announce: Callable[[str], None] = _to_stderr
 
 
 def unpacked(spec: str, platform: str | tuple[str, ...] = WINDOWS) -> Path:
