@@ -78,12 +78,13 @@ def pytest_configure(config: pytest.Config) -> None:
     pytest's output capture: a first acceptance run fetches about 1.9 GB and should not look stuck."""
     import wheelcache
 
-    reporter = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    if reporter is None or capture is None:
-        return
-
     def announce(text: str) -> None:
+        # looked up when a download starts: the terminal reporter registers after this hook has run
+        reporter = config.pluginmanager.get_plugin("terminalreporter")
+        capture = config.pluginmanager.get_plugin("capturemanager")
+        if reporter is None or capture is None:
+            print(text, file=sys.stderr, flush=True)
+            return
         with capture.global_and_fixture_disabled():
             reporter.write_line(text)
 
