@@ -89,12 +89,16 @@ def shipped_rules_dir() -> Path:
 
 
 def read_toml(path: Path) -> dict[str, Any]:
-    """The TOML document in `path`, parsed (on every run: docs/design.md "Rule files")."""
+    """The TOML document in `path`, parsed; a shipped file's once per install (rules/toml_cache.py)."""
     try:
         data = path.read_bytes()
     except OSError as e:
         raise RulesError(path, f"cannot read: {e.strerror or e}") from None
     try:
+        if path.resolve().is_relative_to(shipped_rules_dir()):
+            from cuda4amd.rules.toml_cache import cached_document  # here: it imports userdirs and pickle
+
+            return cached_document(path, data, lambda raw: tomllib.loads(raw.decode()))
         return tomllib.loads(data.decode())
     except UnicodeDecodeError as e:
         raise RulesError(path, f"not valid TOML: not UTF-8 at byte {e.start}") from None
