@@ -351,6 +351,7 @@ class _Scan:
         "sections",
         "seen",
         "size",
+        "wrapped",
     )
 
     def __init__(self, buf, magics: Magics | None = None) -> None:
@@ -367,6 +368,8 @@ class _Scan:
         self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
         self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
         self.section_of: dict[int, str] = {}  # container offset -> its section
+        #: containers outside the container sections that a wrapper points at: registered by the runtime
+        self.wrapped: set[int] = set()
 
     # -- one container ---------------------------------------------------------------
 
@@ -724,6 +727,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 scan.link_targets.add(off)
             if name in CONTAINER_SECTIONS:
                 continue  # a section walked already
+            scan.wrapped.add(off)
             if off in scan.seen:
                 continue
             if off + 16 > fend or buf[off : off + 4] != MAGIC_BYTES:
@@ -769,15 +773,21 @@ def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes
 
 
 def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None,
-                    ptx_registered: list[int] | None = None) -> KernelReport:
+                    ptx_registered: list[int] | None = None,
+                    ptx_unregistered: list[tuple[int, str]] | None = None) -> KernelReport:
     """Find and classify the fat binary entries of one PE/ELF file.
 
     ``buf``: the whole file (mmap, bytes or bytearray). ``info``: its
     :class:`BinaryInfo` (only ``format``, ``bits`` and ``sections`` are used).
     ``deep``: also search ``.data``/``.rdata``/``.rodata``/``.cask_re``.
     ``magics``: where the magic occurs, shared with another search of the same buffer.
-    ``ptx_registered``: given, it receives the file offsets of the registered containers
-    (REGISTERED_SECTIONS) that carry PTX, for the PTX check (cuda4amd.scan.read.ptx.stage).
+    ``ptx_registered``: given, it receives the file offsets of the registered containers that carry
+    PTX, for the PTX check (cuda4amd.scan.read.ptx.stage): those in REGISTERED_SECTIONS and those
+    elsewhere that a wrapper record points at (``__cudaRegisterFatBinary`` is handed the wrapper).
+    ``ptx_unregistered``: given, it receives (offset, section) of every other container that carries
+    PTX, in file order: relocatable device code (RELOCATABLE_SECTIONS) and the data sections' containers of
+    the deep search, which no wrapper registers (a library hands them to ``cuModuleLoadData`` or
+    ``cuLibraryLoadData`` itself, if it loads them at all).
     Raises :class:`MalformedBinary` for corrupt containers.
     """
     if isinstance(buf, memoryview):
@@ -798,10 +808,50 @@ def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics
                 start, end = _extent(s, size, strict=False)
                 if end > start:
                     scan.search(start, end, s.name)
-    if ptx_registered is not None:
-        ptx_registered.extend(off for off, kind in scan.kinds.items()
-                              if kind in ("ptx", "debug-ptx") and scan.section_of[off] in REGISTERED_SECTIONS)
+    if ptx_registered is not None or ptx_unregistered is not None:
+        registered, unregistered = _ptx_containers(scan)
+        if ptx_registered is not None:
+            ptx_registered.extend(registered)
+        if ptx_unregistered is not None:
+            ptx_unregistered.extend(unregistered)
     return _report(scan)
+
+
+def _ptx_containers(scan: _Scan) -> tuple[list[int], list[tuple[int, str]]]:
+    """The offsets of the containers that carry PTX, (registered, never registered), each in file order.
+
+    A relocatable container's PTX counts too (its module kind is "relocatable" whatever it carries):
+    the entries say whether it has any."""
+    with_ptx = {off for off, kind in scan.kinds.items() if kind in ("ptx", "debug-ptx")}
+    with_ptx.update(_relocatable_with_ptx(scan))
+    registered: list[int] = []
+    unregistered: list[tuple[int, str]] = []
+    for off in sorted(with_ptx):
+        section = scan.section_of[off]
+        if section in REGISTERED_SECTIONS or off in scan.wrapped:
+            registered.append(off)
+        else:
+            unregistered.append((off, section))
+    return registered, unregistered
+
+
+def _relocatable_with_ptx(scan: _Scan) -> set[int]:
+    """The relocatable containers (module kind "relocatable") whose entries include PTX."""
+    buf = scan.buf
+    out = set()
+    for off, kind in scan.kinds.items():
+        if kind != "relocatable":
+            continue
+        _magic, _version, hsize, size = _CONTAINER.unpack_from(buf, off)
+        pos, stop = off + hsize, off + hsize + size
+        while pos + MIN_ENTRY_HEADER <= stop:  # the walk checked these headers already
+            kind_id, _v, ehs = struct.unpack_from("<HHI", buf, pos)
+            if kind_id == 1:
+                out.add(off)
+                break
+            (psize,) = struct.unpack_from("<Q", buf, pos + 8)
+            pos += ehs + psize
+    return out
 
 
 def _report(scan: _Scan) -> KernelReport:
