@@ -259,7 +259,7 @@ def load_plain():
 
 
 def test_empty_container_counts_but_holds_nothing():
-    data, info = load("elf/libaxpy_ptx86.so")
+    data, _info = load("elf/libaxpy_ptx86.so")
     nv = section("elf/libaxpy_ptx86.so", NF)
     assert data[nv.file_offset : nv.file_offset + 4] == MAGIC
     assert struct.unpack_from("<Q", data, nv.file_offset + 8)[0] == 0  # nvcc's empty dlink container
@@ -366,7 +366,7 @@ def test_wrapper_with_null_pointer_is_ignored_and_a_wild_one_is_a_kernel_error()
     assert analyse_kernels(data, info, deep=True).sass_archs == ("sm_89",)
     for pointer in (0xDEAD_0000_0000, 0x1_8000_0000 + 0x10_0000):
         data = patched(rel, {w + 8: struct.pack("<Q", pointer)})
-        with pytest.raises(MalformedBinary, match="no section of the file holds|holds no fat binary container"):
+        with pytest.raises(MalformedBinary, match=r"no section of the file holds|holds no fat binary container"):
             analyse_kernels(data, info)
 
 
