@@ -19,7 +19,8 @@ def _can_demangle() -> bool:
         import lief
     except ImportError:  # a dependency (pyproject.toml); its absence only costs the demangled names
         return False
-    return bool(getattr(lief, "__extended__", False)) and hasattr(lief, "demangle")
+    # a LIEF without the attribute predates the extended build (its demangler, if any, is its own)
+    return hasattr(lief, "demangle") and getattr(lief, "__extended__", None) is not False
 
 
 def looks_mangled(name: str) -> bool:
