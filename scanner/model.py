@@ -153,6 +153,32 @@ class KernelReport:
     ptx_counts: tuple[tuple[int, ...], ...] = ()
     ptx_dropped: tuple[tuple[str, ...], ...] = ()
     ptx_refusal: tuple[tuple[str, ...], ...] = ()
+    #: the same check of the containers carrying PTX that nothing registers (cuda4amd.scan.read.fatbin,
+    #: analyse_kernels: relocatable device code, data-section containers of the deep search): per tag
+    #: (ptx_unregistered_tags) the counts (COUNTS), how many kernels are dropped or lost, the first
+    #: refusal; the sections holding them, first-seen order
+    ptx_unregistered_tags: tuple[str, ...] = ()
+    ptx_unregistered_counts: tuple[tuple[int, ...], ...] = ()
+    ptx_unregistered_dropped: tuple[int, ...] = ()
+    ptx_unregistered_refusal: tuple[tuple[str, ...], ...] = ()
+    ptx_unregistered_sections: tuple[str, ...] = ()
+
+    def unregistered_ptx_check(self, tag: str) -> dict | None:
+        """The JSON shape of the PTX check of the never registered containers at ``tag`` (report field
+        kernels.unregistered_ptx_check), None if there are none or they were not checked."""
+        if tag not in self.ptx_unregistered_tags:
+            return None
+        i = self.ptx_unregistered_tags.index(tag)
+        counts = dict(zip(PTX_CHECK_COUNTS, self.ptx_unregistered_counts[i], strict=True))
+        refusal = self.ptx_unregistered_refusal[i]
+        return {
+            "release": tag,
+            "sections": list(self.ptx_unregistered_sections),
+            "containers": {k: counts[k] for k in PTX_CHECK_COUNTS[:5]},
+            "kernels": counts["kernels"],
+            "dropped_kernels": self.ptx_unregistered_dropped[i],
+            "first_refusal": {"construct": refusal[0], "source": refusal[1]} if refusal else None,
+        }
 
     def ptx_check(self, tag: str) -> dict | None:
         """The JSON shape of the PTX check at ``tag`` (report field kernels.ptx_check), None if not checked."""

@@ -8,6 +8,7 @@ carve.py, not from cuda4amd.scan.read.fatbin.
 """
 from __future__ import annotations
 
+import dataclasses
 import json
 import mmap
 import struct
@@ -314,7 +315,12 @@ def test_the_deep_and_by_name_searches_look_for_the_magic_once(tmp_path, rules, 
             by_byte[at] += 1
     assert max(by_byte) == 2 and sum(n == 2 for n in by_byte) <= 3 * len(searched)  # only where searches meet
     monkeypatch.setattr(fatbin.Magics, "_search", search)
-    assert payload.kernels == analyse_kernels(data, info, deep=True) and payload.kernels.containers == 2
+    # the PTX check's facts come on top of what analyse_kernels finds (its wrapped .rdata container is registered)
+    assert payload.kernels is not None and payload.kernels.ptx_tags
+    checked = {f.name: () for f in dataclasses.fields(payload.kernels)
+               if f.name.startswith(("ptx_tags", "ptx_counts", "ptx_dropped", "ptx_refusal", "ptx_unregistered"))}
+    assert dataclasses.replace(payload.kernels, **checked) == analyse_kernels(data, info, deep=True)
+    assert payload.kernels.containers == 2
     assert payload.by_name == find_library_names(data, info, rules, nvidia=True)
     # without the sharing, the data sections are searched twice over
     twice: list[tuple[int, int]] = []

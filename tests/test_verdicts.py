@@ -245,9 +245,16 @@ def test_kernel_verdicts(scan):
         # ZLUDA's PTX check of its one registered container (scan/read/ptx)
         "ptx_check": {"release": "v6-preview.69", "kernels": 1, "dropped_kernels": [], "first_refusal": None,
                       "containers": {"ok": 1, "functions_dropped": 0, "load_fails": 0, "empty_module": 0,
-                                     "no_ptx": 0}},
+                                     "no_ptx": 0}, "demangled": {}},
+        "unregistered_ptx_check": None,
     }
     assert binaries["pe/axpy_rel.dll"]["kernels"]["state"] == "relocatable-ptx-only"
+    # its -rdc PTX is never registered: checked apart, outside ptx_check and the verdict
+    assert binaries["pe/axpy_rel.dll"]["kernels"]["ptx_check"] is None
+    assert binaries["pe/axpy_rel.dll"]["kernels"]["unregistered_ptx_check"] == {
+        "release": "v6-preview.69", "sections": ["__nv_rel"], "kernels": 1, "dropped_kernels": 0,
+        "first_refusal": None,
+        "containers": {"ok": 1, "functions_dropped": 0, "load_fails": 0, "empty_module": 0, "no_ptx": 0}}
     # a corrupt fat binary is one per-file error; the binary's imports still count
     errors = {e["path"]: e["stage"] for e in report["errors"]}
     assert errors == {

@@ -18,7 +18,7 @@ import posixpath
 import re
 from typing import IO, TYPE_CHECKING
 
-from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line
+from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.report.words import counted
@@ -244,9 +244,11 @@ def _details(binary: dict) -> list:
                 also = f" (and the {len(names) - len(unsaid)} named above)" if len(unsaid) < len(names) else ""
                 lines.append(Text(f"    {state}: {', '.join(unsaid)}{also}",
                                   style=STYLE["degraded" if state == "stub" else "blocked"]))
-    check = ptx_check_line((binary.get("kernels") or {}).get("ptx_check"))
-    if check:
-        lines.append(Text(check, style="dim"))
+    kernels = binary.get("kernels") or {}
+    checks = (ptx_check_line(kernels.get("ptx_check")), unregistered_ptx_line(kernels.get("unregistered_ptx_check")))
+    for check in checks:
+        if check:
+            lines.append(Text(check, style="dim"))
     for note in binary.get("notes") or []:
         lines.append(Text(f"note: {note}", style="dim"))
     return lines

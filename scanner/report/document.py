@@ -13,6 +13,7 @@ from typing import TYPE_CHECKING
 
 from cuda4amd import __version__
 from cuda4amd.model import KernelReport
+from cuda4amd.scan.read.demangle import demangled_names, shown
 
 if TYPE_CHECKING:
     from cuda4amd.scan.classify import Dependency
@@ -107,8 +108,12 @@ def _binary(verdict: BinaryVerdict, release: str) -> dict:
 
 
 def _kernels(kernels: KernelReport, release: str) -> dict:
-    """The kernels' summary with ZLUDA's PTX check at the scan's release (null: not checked)."""
-    return {**kernels.to_dict(), "ptx_check": kernels.ptx_check(release)}
+    """The kernels' summary with ZLUDA's PTX check at the scan's release (null: not checked), the dropped
+    kernels' demangled names, and the check of the containers nothing registers (null: none)."""
+    check = kernels.ptx_check(release)
+    if check is not None:
+        check["demangled"] = demangled_names(check["dropped_kernels"])
+    return {**kernels.to_dict(), "ptx_check": check, "unregistered_ptx_check": kernels.unregistered_ptx_check(release)}
 
 
 def ptx_check_line(check: dict | None) -> str:
@@ -119,9 +124,24 @@ def ptx_check_line(check: dict | None) -> str:
     said = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items() if n)
     line = f"PTX check (ZLUDA {check['release']}): {said} of {sum(counts.values())} registered PTX module(s)"
     if check["dropped_kernels"]:
-        shown = check["dropped_kernels"][:5]
-        more = len(check["dropped_kernels"]) - len(shown)
-        line += f"; dropped kernels: {', '.join(shown)}" + (f" and {more} more" if more > 0 else "")
+        names = [shown(name, check.get("demangled") or {}) for name in check["dropped_kernels"][:5]]
+        more = len(check["dropped_kernels"]) - len(names)
+        line += f"; dropped kernels: {', '.join(names)}" + (f" and {more} more" if more > 0 else "")
+    if check["first_refusal"]:
+        line += f"; first: {check['first_refusal']['construct']} ({check['first_refusal']['source']})"
+    return line
+
+
+def unregistered_ptx_line(check: dict | None) -> str:
+    """kernels.unregistered_ptx_check in one line (Markdown and the -v console), "" when there is none."""
+    if not check:
+        return ""
+    counts = check["containers"]
+    said = ", ".join(f"{n} {name.replace('_', ' ')}" for name, n in counts.items() if n)
+    line = (f"PTX that nothing registers ({', '.join(check['sections'])}; not in the verdict), as ZLUDA "
+            f"{check['release']} would load it: {said} of {sum(counts.values())} container(s)")
+    if check["dropped_kernels"]:
+        line += f"; {check['dropped_kernels']} kernels dropped"
     if check["first_refusal"]:
         line += f"; first: {check['first_refusal']['construct']} ({check['first_refusal']['source']})"
     return line

@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
-from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line
+from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.report.words import counted
@@ -410,7 +410,8 @@ class _Report:
             lines.append(f"LTO-IR: {_listed(kernels['lto_ir'], level.items, text)}")
         summary = lines[0] + (" " + "; ".join(lines[1:]) + "." if len(lines) > 1 else "")
         check = ptx_check_line(kernels.get("ptx_check"))
-        return summary + (f" {text(check)}." if check else "")
+        unregistered = unregistered_ptx_line(kernels.get("unregistered_ptx_check"))
+        return summary + (f" {text(check)}." if check else "") + (f" {text(unregistered)}." if unregistered else "")
 
     def errors(self, level: Detail) -> str:
         errors = self.doc.get("errors") or []

@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from cuda4amd.model import ScannedBinary
 from cuda4amd.rules.kernels import PtxAcceptance
 from cuda4amd.scan.classify import Dependency, Identity
+from cuda4amd.scan.read.demangle import demangled_names, shown
 
 RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
 LOADED = {"static": "imported", "delay": "delay-loaded", "by-name": "loaded by name"}
@@ -192,8 +193,10 @@ def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: st
         return True
     dropped = check["dropped_kernels"]
     if dropped:
+        demangled = demangled_names(dropped[:LIST_AT_MOST])  # only those the reason shows
+        listed = [shown(name, demangled) for name in dropped[:LIST_AT_MOST]] + dropped[LIST_AT_MOST:]
         result.worsen("degraded", f"{owner}{len(dropped)} of {check['kernels']} kernels are dropped by ZLUDA "
-                                  f"{ptx.tag}'s PTX parser ({_names(dropped)}): {first}")
+                                  f"{ptx.tag}'s PTX parser ({_names(listed)}): {first}")
     if containers["no_ptx"]:
         result.worsen("degraded", f"{owner}{_count(containers['no_ptx'], 'kernel module')} with PTX that ZLUDA "
                                   f"{ptx.tag} cannot read (not UTF-8, or not decompressible): it loads an empty module "

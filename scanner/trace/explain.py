@@ -5,7 +5,13 @@ function, each with its state in the ZLUDA release's function tables
 (implemented, stub, or not exported: the same tables the scan judges by) and,
 given a scan report, the scanned binaries that import it; the last kernel
 launch traced back to its function name and module file; PTX that ZLUDA's
-parser rejected (``module_….log``) or whose load call failed; and what to do.
+parser rejected (``module_….log``) or whose load call failed; each kernel
+that ``cuModuleGetFunction``/``cuLibraryGetKernel`` did not find
+(``CUDA_ERROR_NOT_FOUND``), judged by the scan's PTX check
+(cuda4amd.scan.read.ptx): the module's saved PTX where the trace holds all
+of it, the scanned binaries whose check drops that kernel, and those
+binaries' containers checked again to say which refusal dropped it; and
+what to do.
 
 Failures that zluda_trace's own documentation shows in a working run are kept
 apart as usually harmless: ``cuGetProcAddress`` answering
@@ -16,12 +22,16 @@ docs/src/troubleshooting.md at v6, "Understanding the zluda_trace output").
 from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from cuda4amd.scan.read.demangle import demangle
 from cuda4amd.trace.read import MODULE_FILE, Entry, TraceRun, ptx_header
 
 if TYPE_CHECKING:
+    from cuda4amd.rules.ptx_rules import PtxRules
     from cuda4amd.rules.releases import ZludaRelease
+    from cuda4amd.scan.read.ptx import ModuleResult
 
 __all__ = ["SCHEMA", "explain", "explain_run", "family_of"]
 
@@ -119,6 +129,124 @@ def _failed_calls(calls: list[Entry], release: ZludaRelease | None, scan: Mappin
     return failed, harmless
 
 
+#: the calls that look a kernel up by name: (its name argument, its parent handle argument)
+KERNEL_LOOKUPS = {"cuModuleGetFunction": ("name", "hmod"), "cuLibraryGetKernel": ("name", "library")}
+#: the status of a lookup of a name the module does not have (the dropped kernel's symptom)
+NOT_FOUND = "CUDA_ERROR_NOT_FOUND"
+#: scanned binaries checked again per run for the kernels not found (each is read from disk)
+MAX_BINARIES_CHECKED = 8
+
+
+def _missing_kernels(run: TraceRun, calls: list[Entry], modules: dict[str, dict[str, Any]],
+                     release: ZludaRelease | None, scan: Mapping[str, Any] | None) -> list[dict[str, Any]]:
+    """Each kernel a lookup did not find, with what ZLUDA's PTX check says of it: in the module's PTX the
+    trace saved (complete only up to the 4 KiB trace.read keeps), and in the scanned binaries."""
+    rules = _ptx_rules(release)
+    out: dict[str, dict[str, Any]] = {}
+    for call in calls:
+        if call.name not in KERNEL_LOOKUPS or call.status != NOT_FOUND:
+            continue
+        name_arg, parent_arg = KERNEL_LOOKUPS[call.name]
+        name = (call.arg(name_arg) or "").strip('"')
+        if not name or name in out:
+            continue
+        module = modules.get(call.arg(parent_arg) or "")
+        files = module["files"] if module else []
+        row: dict[str, Any] = {"kernel": name, "demangled": demangle(name), "call": call.name, "line": call.line,
+                               "module": files, "in_trace": None, "in_scan": []}
+        for file in files:
+            text = run.side.get(file)
+            if rules is not None and text is not None and file.endswith(".ptx") and run.files.get(file, -1) == len(
+                    text.encode("utf-8")):
+                row["in_trace"] = {"file": file, **_fate(_check_module(text.encode("utf-8"), rules), name)}
+                break
+        row["in_scan"] = _scanned(scan, name, release, rules)
+        out[name] = row
+    return list(out.values())
+
+
+def _ptx_rules(release: ZludaRelease | None) -> PtxRules | None:
+    if release is None:
+        return None
+    from cuda4amd.rules.ptx_rules import load_ptx_rules  # here: only a trace with a kernel not found needs it
+
+    return load_ptx_rules().get(release.tag)
+
+
+def _check_module(text: bytes, rules: PtxRules) -> ModuleResult:
+    from cuda4amd.scan.read.ptx import check_ptx_module
+
+    return check_ptx_module(text, rules)
+
+
+def _fate(result: ModuleResult, name: str) -> dict[str, Any]:
+    """What one module's check says of kernel ``name``: dropped (with the module's first refusal), kept,
+    or not in it."""
+    if name in result.dropped_kernels or (result.outcome in ("empty_module", "no_ptx") and name in result.kernels):
+        fate = "dropped"
+    elif result.outcome == "load_fails" and name in result.kernels:
+        fate = "module fails to load"
+    elif name in result.kernels:
+        fate = "kept"
+    else:
+        fate = "not in the module"
+    return {"fate": fate, "outcome": result.outcome, "construct": result.construct or None,
+            "source": result.source or None}
+
+
+def _scanned(scan: Mapping[str, Any] | None, name: str, release: ZludaRelease | None,
+             rules: PtxRules | None) -> list[dict[str, Any]]:
+    """The scanned binaries whose PTX check (at the report's release) drops ``name``; each one on disk is
+    checked again, container by container, for the refusal that drops it."""
+    if not scan:
+        return []
+    target = Path(str((scan.get("target") or {}).get("path") or ""))
+    out: list[dict[str, Any]] = []
+    for binary in scan.get("binaries") or []:
+        check = (binary.get("kernels") or {}).get("ptx_check") or {}
+        if name not in (check.get("dropped_kernels") or []):
+            continue
+        row: dict[str, Any] = {"path": binary.get("path"), "release": check.get("release"),
+                               "first_refusal": check.get("first_refusal"), "container": None}
+        if rules is not None and release is not None and check.get("release") == release.tag \
+                and len(out) < MAX_BINARIES_CHECKED:
+            row["container"] = _container_fate(_on_disk(target, str(binary.get("path") or "")), name, rules)
+        out.append(row)
+    return out
+
+
+def _on_disk(target: Path, path: str) -> Path | None:
+    """The scanned binary's file, where the report's target still holds it (a single-file target is it)."""
+    for candidate in (target / path, target):
+        if candidate.is_file() and (candidate != target or target.name == Path(path).name):
+            return candidate
+    return None
+
+
+def _container_fate(path: Path | None, name: str, rules: PtxRules) -> dict[str, Any] | None:
+    """The registered container of ``path`` whose module drops ``name``: its offset and the refusal; None
+    when the file is gone or unreadable, or none drops it (the file changed since the scan)."""
+    if path is None:
+        return None
+    from cuda4amd.scan.read.binview import MalformedBinary
+    from cuda4amd.scan.read.engine import mapped, read_buffer
+    from cuda4amd.scan.read.fatbin import analyse_kernels
+    from cuda4amd.scan.read.ptx import check_container
+    from cuda4amd.scan.read.ptx.entries import ptx_texts
+
+    try:
+        with mapped(path) as buf:
+            registered: list[int] = []
+            analyse_kernels(buf, read_buffer(buf, "fast", path), ptx_registered=registered)
+            for offset in registered:
+                fate = _fate(check_container(ptx_texts(buf, offset), rules), name)
+                if fate["fate"] not in ("kept", "not in the module"):
+                    return {"offset": offset, **fate}
+    except (OSError, ValueError, MalformedBinary):
+        return None
+    return None
+
+
 def _last_launch(calls: list[Entry], modules: dict[str, dict[str, Any]],
                  functions: dict[str, dict[str, Any]]) -> dict[str, Any] | None:
     """The last kernel launch: its function, the kernel and module it came from (followed through the
@@ -176,6 +304,7 @@ def explain_run(run: TraceRun, *, release: ZludaRelease | None = None,
                 name = call.arg(name_arg) if name_arg else None
                 functions[handle] = {"name": name.strip('"') if name else None, "parent": call.arg(parent)}
     launch = _last_launch(calls, modules, functions)
+    missing_kernels = _missing_kernels(run, calls, modules, release, scan)
     ptx_errors = []
     for name, text in sorted(run.side.items()):
         match = MODULE_FILE.match(name)
@@ -196,6 +325,7 @@ def explain_run(run: TraceRun, *, release: ZludaRelease | None = None,
         "harmless": [{"function": f, "status": s, "count": n} for (f, s), n in sorted(harmless.items())],
         "missing_in_library": sorted(set(missing)),
         "last_launch": launch,
+        "kernels_not_found": missing_kernels,
         "module_load_failures": load_failures,
         "ptx_errors": ptx_errors,
         "modules": {"ptx": len(ptx_modules), "ptx_bytes": sum(run.files[n] for n in ptx_modules),
@@ -230,6 +360,8 @@ def _advice(report: dict[str, Any], release: ZludaRelease | None) -> list[str]:
         out.append(f"ZLUDA's PTX parser rejected {len(report['ptx_errors'])} module(s) "
                    f"({', '.join(e['log'] for e in report['ptx_errors'][:3])}): report them to ZLUDA with the .ptx and "
                    f".log files; no setting fixes this")
+    for row in report.get("kernels_not_found") or []:
+        out.append(_not_found_advice(row, tag))
     if report["module_load_failures"]:
         out.append(f"{len(report['module_load_failures'])} module load(s) failed: the GPU code of that module did not "
                    f"compile for the AMD GPU")
@@ -243,6 +375,34 @@ def _advice(report: dict[str, Any], release: ZludaRelease | None) -> list[str]:
         out.append("no failed call, no rejected PTX: if the program still misbehaves, the problem is after the last "
                    "logged call or outside CUDA")
     return out
+
+
+def _not_found_advice(row: dict[str, Any], tag: str) -> str:
+    """One kernel a lookup did not find, in words: which check drops it and why, or what is known."""
+    kernel = row["demangled"] or row["kernel"]
+    head = f"{row['call']} found no kernel {kernel} (line {row['line']})"
+    said = []
+    trace = row["in_trace"]
+    if trace is not None:
+        what = {"dropped": "ZLUDA's PTX parser drops it", "module fails to load": "the module fails to load",
+                "kept": "ZLUDA's PTX parser keeps it", "not in the module": "the module has no kernel of that name"}
+        first = f" (the module's first refusal: {trace['construct']}, {trace['source']})" \
+            if trace["fate"] != "kept" and trace["construct"] else ""
+        said.append(f"in {trace['file']}, {what[trace['fate']]} at {tag}{first}")
+    for binary in row["in_scan"][:3]:
+        container = binary["container"]
+        refusal = container or binary["first_refusal"] or {}
+        where = f" (container at {container['offset']:#x})" if container else ""
+        said.append(f"the scan's PTX check of {binary['path']} drops it at {binary['release']}{where}: "
+                    f"{refusal.get('construct') or '?'} ({refusal.get('source') or '?'})")
+    if not said:
+        module = f"its module ({', '.join(row['module'])}) is not fully in the trace" if row["module"] else \
+            "the trace does not hold its module's PTX"
+        said.append(f"{module}, and no scanned binary's PTX check drops it: pass a scan report of the program's "
+                    f"binaries (`cuda4amd scan --format json`, then `--report`) to see whether ZLUDA's PTX parser "
+                    f"drops it; a kernel in no scan report may be named wrongly or live in a module the program "
+                    f"built at run time")
+    return f"{head}: " + "; ".join(said)
 
 
 def _few(names: Iterable[str], limit: int = 6) -> str:

@@ -110,7 +110,7 @@ from collections.abc import Callable
 from functools import partial
 
 from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
-from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.binview import Buffer, MalformedBinary
 from cuda4amd.scan.read.pages import CHUNK, Pages, disk_faults
 
 __all__ = [
@@ -214,7 +214,7 @@ class Magics:
 
     __slots__ = ("buf", "ends", "found", "misses", "pages", "searched", "starts")
 
-    def __init__(self, buf, pages: Pages | None = None) -> None:
+    def __init__(self, buf: Buffer, pages: Pages | None = None) -> None:
         self.buf = buf
         self.pages = pages or Pages(buf)
         self.starts: list[int] = []  # the intervals searched, disjoint, in file order
@@ -351,9 +351,10 @@ class _Scan:
         "sections",
         "seen",
         "size",
+        "wrapped",
     )
 
-    def __init__(self, buf, magics: Magics | None = None) -> None:
+    def __init__(self, buf: Buffer, magics: Magics | None = None) -> None:
         self.buf = buf
         self.size = len(buf)
         self.budget = MAX_EXAMINED_FACTOR * self.size + (1 << 20)
@@ -367,6 +368,8 @@ class _Scan:
         self.kinds: dict[int, str] = {}  # container offset -> module kind (see _module_kind)
         self.link_targets: set[int] = set()  # containers a version-2 (device-link) wrapper points at
         self.section_of: dict[int, str] = {}  # container offset -> its section
+        #: containers outside the container sections that a wrapper points at: registered by the runtime
+        self.wrapped: set[int] = set()
 
     # -- one container ---------------------------------------------------------------
 
@@ -421,12 +424,8 @@ class _Scan:
                     f"fat binary entry at {e:#x} in {section} claims a {psize:#x}-byte payload, running "
                     f"{nxt - stop:#x} bytes past the end of its container ({stop:#x}): truncated or corrupt"
                 )
-            if flags & FLAG_LZ4:
-                compression = "lz4"
-            elif flags & FLAG_ZSTD:
-                compression = "zstd"
-            else:
-                compression = "none"
+            compression = _compression(flags)
+            if compression == "none":
                 unc = psize
             key = (kind, arch, flags & (FLAG_ARCH_SPECIFIC | FLAG_FAMILY), minor, major)
             names = names_cache.get(key)
@@ -572,7 +571,12 @@ class _Scan:
         self.pages.release(mark, end)
 
 
-def _module_kind(buf, relocatable: bool, ptx: int, debug_ptx: int,
+def _compression(flags: int) -> str:
+    """An entry's compression, from its header flags (LZ4 first, as ZLUDA's fatbin.rs tests them)."""
+    return "lz4" if flags & FLAG_LZ4 else "zstd" if flags & FLAG_ZSTD else "none"
+
+
+def _module_kind(buf: Buffer, relocatable: bool, ptx: int, debug_ptx: int,
                  cubins: list[tuple[int, int, bool]], other_code: bool) -> str:
     """What one container is as a module the CUDA runtime registers.
 
@@ -596,7 +600,7 @@ def _module_kind(buf, relocatable: bool, ptx: int, debug_ptx: int,
     return "sass" if any(_cubin_has_code(buf, at, size) for at, size, _ in cubins) else "codeless"
 
 
-def _cubin_has_code(buf, at: int, size: int) -> bool:
+def _cubin_has_code(buf: Buffer, at: int, size: int) -> bool:
     """Whether an uncompressed cubin (an ELF image) has a `.text.<kernel>`
     section. Only its section header table and section name table are read;
     anything that is not a well-formed ELF64 counts as code (the safe side)."""
@@ -618,7 +622,7 @@ def _cubin_has_code(buf, at: int, size: int) -> bool:
     return False
 
 
-def _image_base(buf, size: int) -> int:
+def _image_base(buf: Buffer, size: int) -> int:
     """PE ImageBase from the optional header (wrapper pointers are absolute VAs)."""
     if size < 0x40:
         raise MalformedBinary("PE file too short for its headers")
@@ -634,7 +638,7 @@ def _image_base(buf, size: int) -> int:
     raise MalformedBinary(f"unknown PE optional header magic {magic:#x}")
 
 
-def _wrapper_format(buf, info: BinaryInfo) -> tuple[str, int, struct.Struct, bytes]:
+def _wrapper_format(buf: Buffer, info: BinaryInfo) -> tuple[str, int, struct.Struct, bytes]:
     """How the file's wrapper records are written: (byte order, what their pointers count from (PE:
     ImageBase, ELF: 0), the pointer's struct, the magic's bytes); MalformedBinary for a PE file whose
     optional header cannot be read."""
@@ -647,7 +651,7 @@ def _wrapper_format(buf, info: BinaryInfo) -> tuple[str, int, struct.Struct, byt
     return endian, base, ptr, struct.pack(endian + "I", WRAPPER_MAGIC)
 
 
-def _wrapper_targets(buf, info: BinaryInfo, section: Section, start: int, end: int) -> list[int]:
+def _wrapper_targets(buf: Buffer, info: BinaryInfo, section: Section, start: int, end: int) -> list[int]:
     """The file offsets in [start, end) of ``section`` that its wrapper records point at: where the
     containers the runtime registers start (``_follow_wrappers`` reads the same records with every check).
     Only where to ask for pages ahead (_Scan._ask_ahead), never trusted: anything odd is left out."""
@@ -681,14 +685,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
         return
     endian, base, ptr, wmagic = _wrapper_format(buf, info)
     record = 8 + 2 * ptr.size
-    # Address map over sections with file data, sorted by address (first of equal wins).
-    spans: dict[int, tuple[int, int, int, str]] = {}
-    for idx, s in enumerate(info.sections):
-        if not s.virtual_address or s.file_size <= 0:
-            continue
-        start, end = extents.get(idx) or _extent(s, size, strict=False)
-        if end > start:
-            spans.setdefault(s.virtual_address, (s.virtual_address + (end - start), start, end, s.name))
+    spans = _address_spans(info, size, extents)
     starts = sorted(spans)
     count = 0
     for w in wrappers:
@@ -724,6 +721,7 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 scan.link_targets.add(off)
             if name in CONTAINER_SECTIONS:
                 continue  # a section walked already
+            scan.wrapped.add(off)
             if off in scan.seen:
                 continue
             if off + 16 > fend or buf[off : off + 4] != MAGIC_BYTES:
@@ -734,7 +732,21 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
             scan.container(off, fend, name)
 
 
-def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes, section: str) -> None:
+def _address_spans(info: BinaryInfo, size: int, extents: dict[int, tuple[int, int]]
+                   ) -> dict[int, tuple[int, int, int, str]]:
+    """Address map over the sections with file data: virtual address -> (end address, file start, file end,
+    name); of sections at the same address the first wins."""
+    spans: dict[int, tuple[int, int, int, str]] = {}
+    for idx, s in enumerate(info.sections):
+        if not s.virtual_address or s.file_size <= 0:
+            continue
+        start, end = extents.get(idx) or _extent(s, size, strict=False)
+        if end > start:
+            spans.setdefault(s.virtual_address, (s.virtual_address + (end - start), start, end, s.name))
+    return spans
+
+
+def _check_wrapper_records(buf: Buffer, start: int, end: int, record: int, wmagic: bytes, section: str) -> None:
     """A wrapper section holds wrapper records (nvcc's __nv_fatbinwrapper:
     magic, version, data pointer, unused pointer) and zero padding before,
     between or after them: each object file's record is its own contribution
@@ -768,16 +780,22 @@ def _check_wrapper_records(buf, start: int, end: int, record: int, wmagic: bytes
             f"a damaged wrapper; the CUDA runtime would not register its kernels")
 
 
-def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None,
-                    ptx_registered: list[int] | None = None) -> KernelReport:
+def analyse_kernels(buf: Buffer | memoryview, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None,
+                    ptx_registered: list[int] | None = None,
+                    ptx_unregistered: list[tuple[int, str]] | None = None) -> KernelReport:
     """Find and classify the fat binary entries of one PE/ELF file.
 
     ``buf``: the whole file (mmap, bytes or bytearray). ``info``: its
     :class:`BinaryInfo` (only ``format``, ``bits`` and ``sections`` are used).
     ``deep``: also search ``.data``/``.rdata``/``.rodata``/``.cask_re``.
     ``magics``: where the magic occurs, shared with another search of the same buffer.
-    ``ptx_registered``: given, it receives the file offsets of the registered containers
-    (REGISTERED_SECTIONS) that carry PTX, for the PTX check (cuda4amd.scan.read.ptx.stage).
+    ``ptx_registered``: given, it receives the file offsets of the registered containers that carry
+    PTX, for the PTX check (cuda4amd.scan.read.ptx.stage): those in REGISTERED_SECTIONS and those
+    elsewhere that a wrapper record points at (``__cudaRegisterFatBinary`` is handed the wrapper).
+    ``ptx_unregistered``: given, it receives (offset, section) of every other container that carries
+    PTX, in file order: relocatable device code (RELOCATABLE_SECTIONS) and the data sections' containers of
+    the deep search, which no wrapper registers (a library hands them to ``cuModuleLoadData`` or
+    ``cuLibraryLoadData`` itself, if it loads them at all).
     Raises :class:`MalformedBinary` for corrupt containers.
     """
     if isinstance(buf, memoryview):
@@ -798,10 +816,50 @@ def analyse_kernels(buf, info: BinaryInfo, *, deep: bool = False, magics: Magics
                 start, end = _extent(s, size, strict=False)
                 if end > start:
                     scan.search(start, end, s.name)
-    if ptx_registered is not None:
-        ptx_registered.extend(off for off, kind in scan.kinds.items()
-                              if kind in ("ptx", "debug-ptx") and scan.section_of[off] in REGISTERED_SECTIONS)
+    if ptx_registered is not None or ptx_unregistered is not None:
+        registered, unregistered = _ptx_containers(scan)
+        if ptx_registered is not None:
+            ptx_registered.extend(registered)
+        if ptx_unregistered is not None:
+            ptx_unregistered.extend(unregistered)
     return _report(scan)
+
+
+def _ptx_containers(scan: _Scan) -> tuple[list[int], list[tuple[int, str]]]:
+    """The offsets of the containers that carry PTX, (registered, never registered), each in file order.
+
+    A relocatable container's PTX counts too (its module kind is "relocatable" whatever it carries):
+    the entries say whether it has any."""
+    with_ptx = {off for off, kind in scan.kinds.items() if kind in ("ptx", "debug-ptx")}
+    with_ptx.update(_relocatable_with_ptx(scan))
+    registered: list[int] = []
+    unregistered: list[tuple[int, str]] = []
+    for off in sorted(with_ptx):
+        section = scan.section_of[off]
+        if section in REGISTERED_SECTIONS or off in scan.wrapped:
+            registered.append(off)
+        else:
+            unregistered.append((off, section))
+    return registered, unregistered
+
+
+def _relocatable_with_ptx(scan: _Scan) -> set[int]:
+    """The relocatable containers (module kind "relocatable") whose entries include PTX."""
+    buf = scan.buf
+    out = set()
+    for off, kind in scan.kinds.items():
+        if kind != "relocatable":
+            continue
+        _magic, _version, hsize, size = _CONTAINER.unpack_from(buf, off)
+        pos, stop = off + hsize, off + hsize + size
+        while pos + MIN_ENTRY_HEADER <= stop:  # the walk checked these headers already
+            kind_id, _v, ehs = struct.unpack_from("<HHI", buf, pos)
+            if kind_id == 1:
+                out.add(off)
+                break
+            (psize,) = struct.unpack_from("<Q", buf, pos + 8)
+            pos += ehs + psize
+    return out
 
 
 def _report(scan: _Scan) -> KernelReport:
@@ -830,7 +888,7 @@ def _report(scan: _Scan) -> KernelReport:
     else:
         state = "sass-only"
 
-    def pairs(items):
+    def pairs(items: set[tuple[str, str]]) -> tuple[tuple[str, str], ...]:
         return tuple(sorted(items, key=lambda p: (arch_sort_key(p[0]), p[1])))
 
     # A compressed SASS-only container is nvlink's device-link stub when a

@@ -96,12 +96,14 @@ class PayloadInspector:
         kernels = None
         magics = Magics(buf)  # the deep kernel search and the by-name search read the same data sections
         registered: list[int] = []
+        unregistered: list[tuple[int, str]] = []  # (offset, section)
         try:
-            kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics, ptx_registered=registered)
+            kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics, ptx_registered=registered,
+                                      ptx_unregistered=unregistered)
         except MalformedBinary as exc:
             errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
-        if kernels is not None and registered:
-            kernels = self.check_ptx(path, buf, kernels, registered, errors)
+        if kernels is not None and (registered or unregistered):
+            kernels = self.check_ptx(path, buf, kernels, registered, unregistered, errors)
         try:
             by_name = find_library_names(buf, info, self.rules, self.names, nvidia=mode == "deep", magics=magics)
         except MalformedBinary as exc:
@@ -119,19 +121,25 @@ class PayloadInspector:
         return Payload(kernels, by_name, tuple(errors), driver_names, calls_cuda)
 
     def check_ptx(self, path: str, buf: Buffer, kernels: KernelReport, registered: list[int],
-                  errors: list[FileError]) -> KernelReport:
-        """``kernels`` with ZLUDA's PTX check of the registered containers at ``registered``."""
+                  unregistered: list[tuple[int, str]], errors: list[FileError]) -> KernelReport:
+        """``kernels`` with ZLUDA's PTX check of the registered containers at ``registered`` and, apart,
+        of the never registered ones at ``unregistered`` (analyse_kernels)."""
         if not self.ptx_stages:
             from cuda4amd.scan.read.ptx.stage import PtxStage  # here: only binaries with PTX need it
 
             self.ptx_stages.append(PtxStage.for_rules(self.rules.kernel_dirs))
         try:
             facts = self.ptx_stages[0].check(buf, registered)
+            other = self.ptx_stages[0].check(buf, [off for off, _ in unregistered])
         except (ValueError, struct.error) as exc:  # a container fatbin.py accepted: not expected
             errors.append(FileError(path, "kernels", f"PTX check: {exc}"))
             return kernels
-        return dataclasses.replace(kernels, ptx_tags=facts.tags, ptx_counts=facts.counts,
-                                   ptx_dropped=facts.dropped, ptx_refusal=facts.refusal)
+        sections = tuple(dict.fromkeys(section for _, section in unregistered))
+        return dataclasses.replace(
+            kernels, ptx_tags=facts.tags, ptx_counts=facts.counts, ptx_dropped=facts.dropped,
+            ptx_refusal=facts.refusal, ptx_unregistered_tags=other.tags, ptx_unregistered_counts=other.counts,
+            ptx_unregistered_dropped=tuple(len(d) for d in other.dropped), ptx_unregistered_refusal=other.refusal,
+            ptx_unregistered_sections=sections if other.tags else ())
 
     def imports_cuda(self, info: BinaryInfo) -> bool:
         """Whether the binary imports a library of a CUDA family by name."""
