@@ -33,7 +33,7 @@ def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: 
     from cuda4amd.rules.validate import RulesError
     from cuda4amd.trace import render
     from cuda4amd.trace.explain import explain as explain_trace
-    from cuda4amd.trace.read import TraceError, open_trace
+    from cuda4amd.trace.read import LOG_NAME, TraceError, open_trace
 
     if fmt is None:
         fmt = {"json": "json", "md": "markdown"}.get((output or "").rsplit(".", 1)[-1].lower(), "console") \
@@ -58,6 +58,12 @@ def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: 
         runs = open_trace(path)
     except (RulesError, TraceError) as exc:
         fail(str(exc))
+    for run in runs:  # what the bounded reader left out (trace.read): said, not silently dropped
+        if run.cut:
+            click.echo(f"cuda4amd: {run.where}/{LOG_NAME}: {run.cut} more lines past the first {run.lines} "
+                       f"were counted, not read: the explanation covers those lines only", err=True)
+        for name, why in sorted(run.unreadable.items()):
+            click.echo(f"cuda4amd: {run.where}/{name} not read ({why})", err=True)
     doc = explain_trace(runs, release=release, scan=scan, path=str(path))
     content = json.dumps(doc, indent=1, ensure_ascii=False) + "\n" if fmt == "json" else \
         render.markdown(doc) if fmt == "markdown" else render.text(doc)
