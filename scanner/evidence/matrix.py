@@ -70,7 +70,7 @@ def load_reports(paths: Iterable[str | Path]) -> tuple[list[tuple[str, dict[str,
             skipped.append({"source": str(path), "reason": "not a cuda4amd scan, verify or after-fix report"})
             continue
         # the shipped schema's shapes before any field is used (report.inputs)
-        problem = schema_problem(scan, current=scan.get("schema") == SCAN_SCHEMA) \
+        problem = schema_problem(scan, "current" if scan.get("schema") == SCAN_SCHEMA else "fold") \
             if scan.get("schema") in READABLE_SCAN_SCHEMAS else "a scan schema this version does not read"
         if problem is not None:
             skipped.append({"source": str(path), "reason": f"not a valid scan report: {problem}"})

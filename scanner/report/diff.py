@@ -27,6 +27,7 @@ from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
 from cuda4amd.report.inputs import (
     MAX_REPORT_BYTES,
     READABLE_SCAN_SCHEMAS,
+    REQUIRED,
     ReportFileError,
     check_shape,
     read_bounded,
@@ -35,7 +36,6 @@ from cuda4amd.report.inputs import (
 from cuda4amd.report.json_format import render as json_text
 
 DIFF_SCHEMA = "cuda4amd.diff/1"
-REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent
 LATER: dict[str, Any] = {"basis": "", "host": None, "packages": [], "engine": "fast"}
 
@@ -97,7 +97,7 @@ def check_report(data: Any, where: str = "report") -> dict:
         raise ReportFileError(f"{where}: `binaries` must be a list of objects with a path")
     for key, value in LATER.items():
         data.setdefault(key, value)
-    problem = schema_problem(data, current=schema == SCAN_SCHEMA)
+    problem = schema_problem(data, "current" if schema == SCAN_SCHEMA else "earlier")
     if problem is not None:
         raise ReportFileError(f"{where}: not a valid {schema} report: {problem}")
     return data

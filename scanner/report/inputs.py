@@ -8,8 +8,9 @@ bounded in size, in nesting depth and, for TOML, in the length of dotted keys: P
 builds a key tuple per level of a dotted key (40 KB of ``a.a.a…`` took 1.6 GB), and both parsers
 recurse per level (100,000 levels: RecursionError).
 
-Reports of earlier versions (``cuda4amd.scan/1``, ``/2``) are read as before: their fields are checked
-for the types the current schema gives them, but fields the current schema requires may be missing.
+Reports of earlier versions (``cuda4amd.scan/1``, ``/2``; the schema's shape did not change with the
+ids) are read as before: checked against the current schema, with only the top-level fields every
+version wrote required (`REQUIRED`); `matrix` folds any readable report whose fields have their types.
 """
 from __future__ import annotations
 
@@ -22,8 +23,8 @@ from typing import Any
 
 from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
 
-__all__ = ["MAX_DEPTH", "MAX_REPORT_BYTES", "READABLE_SCAN_SCHEMAS", "ReportFileError", "check_shape",
-           "read_bounded", "schema_problem"]
+__all__ = ["CHECKS", "MAX_DEPTH", "MAX_REPORT_BYTES", "READABLE_SCAN_SCHEMAS", "REQUIRED", "ReportFileError",
+           "check_shape", "read_bounded", "schema_problem"]
 
 #: scan schemas read back: /1 and /2 reports (saved by earlier versions) compare and fold too
 READABLE_SCAN_SCHEMAS = ("cuda4amd.scan/1", "cuda4amd.scan/2", SCAN_SCHEMA)
@@ -76,35 +77,45 @@ def check_shape(text: str, where: str, *, as_toml: bool) -> None:
         raise ReportFileError(f"{where}: nested more than {MAX_DEPTH} levels deep: not a cuda4amd report")
 
 
-@lru_cache(maxsize=2)
-def _validator(strict: bool) -> Any:
-    """The shipped schema's validator; not `strict` (reports of earlier versions): no `required` lists
-    and any readable scan schema id."""
+#: the fields every scan report has had since /1 (what an earlier version's report must hold)
+REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
+#: how strictly: a current report; an earlier version's for report and diff (the current schema but only
+#: REQUIRED at the top, whose later fields diff.LATER fills in); any readable one for matrix, which reads
+#: each field only where it is there and of its type
+CHECKS = ("current", "earlier", "fold")
+
+
+@lru_cache(maxsize=len(CHECKS))
+def _validator(check: str) -> Any:
+    """The shipped schema's validator, as strict as `check` says."""
     import jsonschema
 
     schema = json.loads(files("cuda4amd.report").joinpath("schemas").joinpath("scan.json").read_text(encoding="utf-8"))
-    if not strict:
-        schema = _lenient(schema)
+    if check == "fold":
+        schema = _without_required(schema)
+    if check != "current":
         schema["properties"]["schema"] = {"enum": list(READABLE_SCAN_SCHEMAS)}
+    if check == "earlier":
+        schema["required"] = list(REQUIRED)
     return jsonschema.Draft202012Validator(schema)
 
 
-def _lenient(node: Any) -> Any:
+def _without_required(node: Any) -> Any:
     if isinstance(node, dict):
-        return {k: _lenient(v) for k, v in node.items() if k != "required"}
+        return {k: _without_required(v) for k, v in node.items() if k != "required"}
     if isinstance(node, list):
-        return [_lenient(v) for v in node]
+        return [_without_required(v) for v in node]
     return node
 
 
-def schema_problem(data: Any, *, current: bool) -> str | None:
-    """None when `data` matches the shipped schema (`current`: strictly, as a cuda4amd.scan/3 report),
-    else the first problem, in one short line."""
+def schema_problem(data: Any, check: str) -> str | None:
+    """None when `data` matches the shipped schema as strictly as `check` (one of CHECKS) says, else the
+    first problem, in one short line."""
     if _depth(data) > MAX_DEPTH:
         return f"nested more than {MAX_DEPTH} levels deep"
     import jsonschema
 
-    error = jsonschema.exceptions.best_match(_validator(current).iter_errors(data))
+    error = jsonschema.exceptions.best_match(_validator(check).iter_errors(data))
     if error is None:
         return None
     where = "/".join(str(p) for p in error.absolute_path) or "the document"
