@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from test_fix_support import fix_cache
+from test_fix_support import fix_cache  # noqa: F401 - a fixture
 
 from cuda4amd.cli.matrix import matrix
 
