@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from cuda4amd.scan.read.engine import read_bytes
 from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.engine import read_bytes
 
 FIXTURES = Path(__file__).resolve().parents[1] / "fixtures"
 ELF = next(iter(sorted((FIXTURES / "elf").glob("*.so*"))), None)
