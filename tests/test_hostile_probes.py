@@ -57,3 +57,19 @@ def test_linux_place_mode_probes_the_placed_driver(rules, tmp_path, fix_cache):
     driver = {o.family: o for o in report.outcomes}["driver_api"]
     # the fixture's ZLUDA libcuda.so.1 answers cuInit with 801: reached, and refused safely
     assert driver.status == "unsupported" and "cuInit returned 801" in driver.detail, driver.detail
+
+
+
+def test_a_probe_needs_no_site_packages_and_no_pythonpath(tmp_path):
+    """The NVIDIA evidence run (tools/evidence_nvidia.sh) has cuda4amd only on PYTHONPATH, which -I drops:
+    the probe loads the package from where the parent imported it (-S: not even site-packages here)."""
+    import subprocess
+
+    from cuda4amd.evidence.runner import probe_bootstrap
+
+    (tmp_path / "argparse.py").write_text(PLANT)
+    done = subprocess.run([sys.executable, "-I", "-S", "-c", probe_bootstrap("driver"), "--driver",
+                           "cuda4amd-no-such-driver.so"], capture_output=True, text=True, cwd=tmp_path, timeout=60,
+                          env={"PYTHONPATH": str(tmp_path)})
+    assert '"status": "unsupported"' in done.stdout, done.stdout + done.stderr
+    assert not list(tmp_path.glob("*.ran"))

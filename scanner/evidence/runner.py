@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["PROBES", "STATUSES", "Outcome", "classify", "probe_environment", "run_probe", "run_probes"]
+__all__ = ["PROBES", "STATUSES", "Outcome", "classify", "probe_bootstrap", "probe_environment", "run_probe",
+           "run_probes"]
 
 STATUSES = ("pass", "unsupported", "incorrect", "timeout", "hang", "crash")
 #: family id (as in rules/families.toml and the report) -> probe module in cuda4amd.evidence.probes
@@ -146,14 +147,29 @@ def probe_environment(env: Mapping[str, str], base: Mapping[str, str] | None = N
     return kept
 
 
+def probe_bootstrap(module: str) -> str:
+    """The -c program of a probe: this cuda4amd package, loaded from the folder it was imported from (an
+    install, an editable checkout or PYTHONPATH, as the NVIDIA evidence run has it), then the probe module
+    run as __main__. Under -I nothing else is on the path, so the probe never needs PYTHONPATH or the
+    working folder, and a module planted in either is not imported."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return ("import importlib.util, runpy, sys\n"
+            f"spec = importlib.util.spec_from_file_location('cuda4amd', {os.path.join(package, '__init__.py')!r}, "
+            f"submodule_search_locations=[{package!r}])\n"
+            "package = importlib.util.module_from_spec(spec)\n"
+            "sys.modules['cuda4amd'] = package\n"
+            "spec.loader.exec_module(package)\n"
+            f"runpy.run_module('cuda4amd.evidence.probes.{module}', run_name='__main__', alter_sys=True)\n")
+
+
 def run_probe(family: str, *, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None,
               libraries: Sequence[str] = (), drivers: Sequence[str] = (), limit: float = 60.0,
               idle: float = 5.0, python: str | None = None) -> Outcome:
-    """Run the probe of `family` as ``[*prefix, python, -I, -m, module, --library ...]``, isolated: -I keeps
-    the working folder, PYTHONPATH and the user's site-packages off its path, and the environment is
-    probe_environment's."""
+    """Run the probe of `family` as ``[*prefix, python, -I, -c, probe_bootstrap(module), --library ...]``,
+    isolated: -I keeps the working folder, PYTHONPATH and the user's site-packages off its path, and the
+    environment is probe_environment's."""
     module = PROBES[family]
-    command = [*prefix, python or sys.executable, "-I", "-m", f"cuda4amd.evidence.probes.{module}"]
+    command = [*prefix, python or sys.executable, "-I", "-c", probe_bootstrap(module)]
     for name in libraries:
         command += ["--library", name]
     for name in drivers:
