@@ -16,7 +16,8 @@ FORMATS = {".md": "markdown", ".markdown": "markdown", ".json": "json", ".csv": 
               help="Write the matrix to FILE (.md, .json or .csv); repeatable.")
 @click.option("--format", "fmt", type=click.Choice(["markdown", "json", "csv"]), default="markdown",
               show_default=True, help="Format on stdout (without -o).")
-def matrix(reports: tuple[str, ...], outputs: tuple[str, ...], fmt: str) -> None:
+@click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names of the reports.")
+def matrix(reports: tuple[str, ...], outputs: tuple[str, ...], fmt: str, no_redact: bool) -> None:
     """Fold scan, verify and after-fix reports (JSON) into one compatibility matrix:
     application or distribution \N{MULTIPLICATION SIGN} version \N{MULTIPLICATION SIGN} ZLUDA release
     \N{MULTIPLICATION SIGN} gfx \N{MULTIPLICATION SIGN} verdict \N{MULTIPLICATION SIGN} evidence
@@ -36,6 +37,12 @@ def matrix(reports: tuple[str, ...], outputs: tuple[str, ...], fmt: str) -> None
         if Path(out).suffix.lower() not in FORMATS:
             raise click.UsageError(f"cannot tell the format from {out!r}: use .md, .json or .csv")
     good, skipped = load_reports(reports)
+    if not no_redact:  # a report saved with --no-redact names its user: the matrix does not pass it on
+        from cuda4amd.report.redact import Redactor
+
+        redactor = Redactor()
+        good = [(redactor.text(name), redactor.document(scan)) for name, scan in good]
+        skipped = [redactor.data(s) for s in skipped]
     for s in skipped:
         click.echo(visible(f"cuda4amd: skipped {s['source']}: {s['reason']}"), err=True)
     if not good:

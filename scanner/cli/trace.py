@@ -23,8 +23,9 @@ def trace() -> None:
 @click.option("--format", "fmt", type=click.Choice(["console", "json", "markdown"]), default=None,
               help="Output format (default: from -o's extension, else console).")
 @click.option("-o", "--output", type=click.Path(dir_okay=False), help="Write the explanation to FILE.")
+@click.option("--no-redact", is_flag=True, help="Keep home folder, user and host names in files, JSON and Markdown.")
 def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: str | None,
-            output: str | None) -> None:
+            output: str | None, no_redact: bool) -> None:
     """Explain the ZLUDA trace at PATH (a ZLUDA_LOG_DIR folder, one run's folder,
     its log.txt, or a .zip / .tar of them): failed calls by library and function
     with ZLUDA's state for each, the last kernel launch and its module, PTX that
@@ -33,7 +34,7 @@ def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: 
     from cuda4amd.rules.validate import RulesError
     from cuda4amd.trace import render
     from cuda4amd.trace.explain import explain as explain_trace
-    from cuda4amd.trace.read import TraceError, open_trace
+    from cuda4amd.trace.read import LOG_NAME, TraceError, open_trace
 
     if fmt is None:
         fmt = {"json": "json", "md": "markdown"}.get((output or "").rsplit(".", 1)[-1].lower(), "console") \
@@ -58,7 +59,19 @@ def explain(path: str, report_file: str | None, zluda_release: str | None, fmt: 
         runs = open_trace(path)
     except (RulesError, TraceError) as exc:
         fail(str(exc))
+    for run in runs:  # what the bounded reader left out (trace.read): said, not silently dropped
+        if run.cut:
+            click.echo(f"cuda4amd: {run.where}/{LOG_NAME}: {run.cut} more lines past the first {run.lines} "
+                       f"were counted, not read: the explanation covers those lines only", err=True)
+        for name, why in sorted(run.unreadable.items()):
+            click.echo(f"cuda4amd: {run.where}/{name} not read ({why})", err=True)
     doc = explain_trace(runs, release=release, scan=scan, path=str(path))
+    if (output or fmt != "console") and not no_redact:  # what leaves the terminal names no home, user or host
+        from cuda4amd.report.redact import Redactor
+
+        redactor = Redactor()
+        doc = redactor.data(doc)
+        doc["path"] = redactor.target_path(str(path))
     content = json.dumps(doc, indent=1, ensure_ascii=False) + "\n" if fmt == "json" else \
         render.markdown(doc) if fmt == "markdown" else render.text(doc)
     if output:

@@ -88,7 +88,11 @@ def verify(target: str, run_probes: bool, timeout: float, output: str | None, no
         if not no_redact:
             from cuda4amd.report.redact import Redactor
 
-            data["scan"] = Redactor(target_root=root).document(data["scan"])
+            redactor = Redactor(target_root=root)
+            # the report's own fields too: `target` is the folder as typed, checks and probes name files in it
+            data = {key: value if key == "scan" else redactor.data(value) for key, value in data.items()}
+            data["scan"] = redactor.document(data["scan"])
+            data["target"] = redactor.target_path(str(report.to_dict()["target"]))
         if output.lower().endswith(".md"):
             from cuda4amd.report import markdown
 

@@ -25,7 +25,7 @@ from cuda4amd.scan.pipeline import ScanOptions
 if TYPE_CHECKING:
     from cuda4amd.fix.plan.model import Plan
 
-__all__ = ["FAILING", "SCHEMA", "VerifyReport", "can_run_here", "probe_names", "verify_fixed"]
+__all__ = ["FAILING", "SCHEMA", "VerifyReport", "can_run_here", "placed_files", "probe_names", "verify_fixed"]
 
 SCHEMA = "cuda4amd.verify/1"
 #: probe statuses that make `verify --run` fail (unsupported is a safe refusal, not a failure)
@@ -86,13 +86,25 @@ def probe_names(plan: Plan, root: Path) -> dict[str, list[str]]:
             continue
         base = name.replace("\\", "/").rsplit("/", 1)[-1]
         tried = names.setdefault(family, [])
-        if plan.mode == "place" and row.get("binary"):  # the placed file beside the binary that loads it
-            beside = root.joinpath(*str(row["binary"]).split("/")).parent / base
-            if str(beside) not in tried:
-                tried.append(str(beside))
+        if plan.mode == "place":
+            for path in placed_files(plan, root, base, str(row.get("binary") or "")):
+                if path not in tried:
+                    tried.append(path)
         if base not in tried:
             tried.append(base)
     return names
+
+
+def placed_files(plan: Plan, root: Path, base: str, binary: str) -> list[str]:
+    """Place mode: where the fix put ZLUDA's `base`, the copy in `binary`'s folder first.
+
+    On Linux that is where the importer's RUNPATH looks (``$ORIGIN/nvlib``), not necessarily beside the
+    binary (fix/plan/placements.py), so the plan's own actions say where, not a guess from the binary."""
+    folder = binary.rsplit("/", 1)[0] if "/" in binary else ""
+    paths = [a.path for a in plan.actions if a.kind in ("copy", "link") and a.path.rsplit("/", 1)[-1] == base
+             and not a.path.startswith("/")]
+    paths.sort(key=lambda p: (p.rsplit("/", 1)[0] if "/" in p else "") != folder)
+    return [str(root.joinpath(*p.split("/"))) for p in paths]
 
 
 def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable[[], Any] | None = None,
@@ -135,7 +147,9 @@ def verify_fixed(root: Path, *, run: bool, limit: float = 60.0, rescan: Callable
     outcomes = None
     skipped = None
     if run:
-        skipped = can_run_here(plan)
+        # a fix that does not check out may hold files nobody vouched for: run nothing of it
+        skipped = can_run_here(plan) if verification.ok else \
+            "verification failed: the probes run only through a fix whose files and links check out"
         if skipped is None:
             prefix, env = fixed_launch(plan, root)
             families = [f for f in plan.families if f in PROBES]

@@ -31,6 +31,7 @@ from typing import Any
 from cuda4amd.evidence.levels import LEVELS, rank
 from cuda4amd.evidence.record import read_json_file
 from cuda4amd.report.escape import visible_document
+from cuda4amd.report.inputs import READABLE_SCAN_SCHEMAS, SCAN_SCHEMA, schema_problem
 from cuda4amd.report.markdown import text
 from cuda4amd.report.words import counted
 
@@ -67,6 +68,12 @@ def load_reports(paths: Iterable[str | Path]) -> tuple[list[tuple[str, dict[str,
         scan = _scan_of(doc)
         if scan is None or not isinstance(scan.get("binaries", []), list):
             skipped.append({"source": str(path), "reason": "not a cuda4amd scan, verify or after-fix report"})
+            continue
+        # the shipped schema's shapes before any field is used (report.inputs)
+        problem = schema_problem(scan, "current" if scan.get("schema") == SCAN_SCHEMA else "fold") \
+            if scan.get("schema") in READABLE_SCAN_SCHEMAS else "a scan schema this version does not read"
+        if problem is not None:
+            skipped.append({"source": str(path), "reason": f"not a valid scan report: {problem}"})
             continue
         good.append((p.name, scan))
     return good, skipped
@@ -135,7 +142,8 @@ def fold(reports: list[tuple[str, dict[str, Any]]], skipped: list[dict[str, str]
             cell["probes"].update(claim["probes"])
             cell["sources"].append(source)
     rows = []
-    for (app, version, platform, zluda, gfx), cell in sorted(cells.items(), key=lambda kv: tuple(s.lower() for s in kv[0])):
+    ordered = sorted(cells.items(), key=lambda kv: tuple(s.lower() for s in kv[0]))
+    for (app, version, platform, zluda, gfx), cell in ordered:
         verdicts = cell["verdicts"]
         verdict = next(iter(verdicts)) if len(verdicts) == 1 else \
             ", ".join(f"{v} \N{MULTIPLICATION SIGN}{n}" for v, n in verdicts.most_common())

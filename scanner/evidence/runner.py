@@ -36,7 +36,8 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
-__all__ = ["PROBES", "STATUSES", "Outcome", "classify", "run_probe", "run_probes"]
+__all__ = ["PROBES", "STATUSES", "Outcome", "classify", "probe_bootstrap", "probe_environment", "run_probe",
+           "run_probes"]
 
 STATUSES = ("pass", "unsupported", "incorrect", "timeout", "hang", "crash")
 #: family id (as in rules/families.toml and the report) -> probe module in cuda4amd.evidence.probes
@@ -46,6 +47,16 @@ ORDER = tuple(PROBES)
 STDERR_TAIL = 2000
 #: steps that wait for the GPU to finish (the probes' own synchronising calls, probes.common.Driver)
 WAITS = frozenset({"cuCtxSynchronize", "cuMemcpyDtoH_v2", "cuStreamSynchronize"})
+#: variables a probe keeps from the environment it is given: where programs, libraries and temporary files
+#: are (PATH, LD_LIBRARY_PATH, Windows' system folders), the locale, and the GPU stacks' own switches; the
+#: rest (PYTHON*, LD_PRELOAD, whatever else the caller's shell carries) is left out. Windows spells names
+#: in any case, so names compare upper-cased.
+KEPT_NAMES = frozenset({"PATH", "LD_LIBRARY_PATH", "LD_AUDIT", "HOME", "USERPROFILE", "TMPDIR", "TMP", "TEMP",
+                        "LANG", "LC_ALL", "LC_CTYPE", "SYSTEMROOT", "SYSTEMDRIVE", "WINDIR", "COMSPEC",
+                        "PATHEXT", "LOCALAPPDATA", "APPDATA", "PROGRAMDATA", "PROGRAMFILES", "NUMBER_OF_PROCESSORS",
+                        "PROCESSOR_ARCHITECTURE", "DISPLAY", "XDG_RUNTIME_DIR"})
+KEPT_PREFIXES = ("CUDA_", "HIP_", "HSA_", "ROCR_", "ROCM_", "ROCBLAS_", "MIOPEN_", "AMD_", "GPU_", "ZLUDA_",
+                 "NVIDIA_", "DRI_")
 
 
 @dataclass
@@ -118,19 +129,53 @@ def _cpu_seconds(pid: int) -> float | None:
     return ticks / os.sysconf("SC_CLK_TCK")
 
 
+def probe_environment(env: Mapping[str, str], base: Mapping[str, str] | None = None) -> dict[str, str]:
+    """The environment a probe runs in: from `env`, the variables it needs (KEPT_NAMES, KEPT_PREFIXES) and
+    those `env` sets differently from `base` (default os.environ: what the fix added), never PYTHON*.
+
+    With the interpreter's -I this keeps the working folder and the caller's Python settings out of the
+    probe (issue 31: an `argparse.py` in the folder the tool runs from ran in every probe)."""
+    base = os.environ if base is None else base
+    kept = {}
+    for name, value in env.items():
+        upper = name.upper()
+        if upper.startswith("PYTHON"):
+            continue
+        if upper in KEPT_NAMES or upper.startswith(KEPT_PREFIXES) or base.get(name) != value:
+            kept[name] = value
+    kept["PYTHONUNBUFFERED"] = "1"
+    return kept
+
+
+def probe_bootstrap(module: str) -> str:
+    """The -c program of a probe: this cuda4amd package, loaded from the folder it was imported from (an
+    install, an editable checkout or PYTHONPATH, as the NVIDIA evidence run has it), then the probe module
+    run as __main__. Under -I nothing else is on the path, so the probe never needs PYTHONPATH or the
+    working folder, and a module planted in either is not imported."""
+    package = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+    return ("import importlib.util, runpy, sys\n"
+            f"spec = importlib.util.spec_from_file_location('cuda4amd', {os.path.join(package, '__init__.py')!r}, "
+            f"submodule_search_locations=[{package!r}])\n"
+            "package = importlib.util.module_from_spec(spec)\n"
+            "sys.modules['cuda4amd'] = package\n"
+            "spec.loader.exec_module(package)\n"
+            f"runpy.run_module('cuda4amd.evidence.probes.{module}', run_name='__main__', alter_sys=True)\n")
+
+
 def run_probe(family: str, *, prefix: Sequence[str] = (), env: Mapping[str, str] | None = None,
               libraries: Sequence[str] = (), drivers: Sequence[str] = (), limit: float = 60.0,
               idle: float = 5.0, python: str | None = None) -> Outcome:
-    """Run the probe of `family` as ``[*prefix, python, -m, module, --library ...]``."""
+    """Run the probe of `family` as ``[*prefix, python, -I, -c, probe_bootstrap(module), --library ...]``,
+    isolated: -I keeps the working folder, PYTHONPATH and the user's site-packages off its path, and the
+    environment is probe_environment's."""
     module = PROBES[family]
-    command = [*prefix, python or sys.executable, "-m", f"cuda4amd.evidence.probes.{module}"]
+    command = [*prefix, python or sys.executable, "-I", "-c", probe_bootstrap(module)]
     for name in libraries:
         command += ["--library", name]
     for name in drivers:
         command += ["--driver", name]
     started = time.monotonic()
-    popen_env = dict(env if env is not None else os.environ)
-    popen_env["PYTHONUNBUFFERED"] = "1"
+    popen_env = probe_environment(env if env is not None else os.environ)
     extra: dict[str, Any] = {"start_new_session": True} if os.name != "nt" else \
         {"creationflags": getattr(subprocess, "CREATE_NEW_PROCESS_GROUP", 0)}
     try:

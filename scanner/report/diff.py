@@ -24,12 +24,18 @@ from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES as SYMBOL_STATES
 from cuda4amd.report.document import SCHEMA as SCAN_SCHEMA
+from cuda4amd.report.inputs import (
+    MAX_REPORT_BYTES,
+    READABLE_SCAN_SCHEMAS,
+    REQUIRED,
+    ReportFileError,
+    check_shape,
+    read_bounded,
+    schema_problem,
+)
 from cuda4amd.report.json_format import render as json_text
 
-#: schemas this module reads: /1 reports (saved by earlier versions) compare too
-READABLE_SCAN_SCHEMAS = ("cuda4amd.scan/1", "cuda4amd.scan/2", SCAN_SCHEMA)
 DIFF_SCHEMA = "cuda4amd.diff/1"
-REQUIRED = ("schema", "target", "verdict", "zluda", "summary", "binaries", "errors")
 #: fields added to the schema after its first reports, with the value they stand for when absent
 LATER: dict[str, Any] = {"basis": "", "host": None, "packages": [], "engine": "fast"}
 
@@ -38,50 +44,45 @@ OVERALL_RANK = {"blocked": 0, "partial": 1, "ready": 2}
 DEPENDENCY_FIELDS = ("family", "load", "route", "replacement", "how", "resolved")
 
 
-class ReportFileError(ValueError):
-    """A file that is not a cuda4amd scan report this version can read."""
-
-
 def load_report(path: str | Path) -> dict:
-    """A saved JSON or TOML scan report (`-`: read stdin), checked for the schema and the fields every report has."""
+    """A saved JSON or TOML scan report (`-`: read stdin), bounded in size and depth and checked against
+    the shipped schema (report.inputs)."""
     import sys
 
     if str(path) == "-":
         where = "stdin"
-        text = sys.stdin.read()
+        text = sys.stdin.read(MAX_REPORT_BYTES + 1)
         as_toml = not text.lstrip().startswith("{")
     else:
         where = str(path)
-        try:
-            text = Path(path).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ReportFileError(f"{path}: cannot read: {exc.strerror or exc}") from None
-        except UnicodeDecodeError as exc:
-            raise ReportFileError(f"{path}: not a JSON or TOML report ({exc})") from None
+        text = read_bounded(path)
         as_toml = Path(path).suffix.lower() == ".toml"
     return parse_report(text, where, as_toml=as_toml)
 
 
 def parse_report(text: str, where: str = "report", *, as_toml: bool = False) -> dict:
     """A scan report from its JSON or TOML text (TOML has no null: the values it left out come back as null)."""
+    check_shape(text, where, as_toml=as_toml)
     if as_toml:
         from cuda4amd.report.toml_format import loads
 
         try:
             data = loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ReportFileError(f"{where}: not a TOML report ({exc}); save one with "
                                   "`cuda4amd scan … -o scan.toml`") from None
     else:
         try:
             data = json.loads(text)
-        except ValueError as exc:
+        except (ValueError, RecursionError) as exc:
             raise ReportFileError(f"{where}: not a JSON report ({exc}); save one with "
                                   "`cuda4amd scan … -o scan.json`") from None
     return check_report(data, where)
 
 
 def check_report(data: Any, where: str = "report") -> dict:
+    """`data` as a scan report, once it has the schema id, the fields every report has and the shape
+    the shipped schema gives each field (ReportFileError otherwise)."""
     if not isinstance(data, dict):
         raise ReportFileError(f"{where}: not a cuda4amd scan report (expected a JSON object)")
     schema = data.get("schema")
@@ -96,6 +97,9 @@ def check_report(data: Any, where: str = "report") -> dict:
         raise ReportFileError(f"{where}: `binaries` must be a list of objects with a path")
     for key, value in LATER.items():
         data.setdefault(key, value)
+    problem = schema_problem(data, "current" if schema == SCAN_SCHEMA else "earlier")
+    if problem is not None:
+        raise ReportFileError(f"{where}: not a valid {schema} report: {problem}")
     return data
 
 

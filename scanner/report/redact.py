@@ -260,6 +260,15 @@ class Redactor:
             out["evidence"] = kept
         return out
 
+    def data(self, value: Any) -> Any:
+        """A redacted copy of any JSON-like data (a trace explanation, a verify report's own fields):
+        every string in it, keys of objects too."""
+        if isinstance(value, dict):
+            return {self.text(k) if isinstance(k, str) else k: self.data(v) for k, v in value.items()}
+        if isinstance(value, list):
+            return [self.data(v) for v in value]
+        return self.text(value) if isinstance(value, str) else value
+
     def _walk(self, value: Any, context: str) -> Any:
         if isinstance(value, dict):
             return {key: _copy(item) if (context, key) in _KEEP else self._walk(item, key)

@@ -107,6 +107,15 @@ class _Elf:
             (self.e_type, self.e_machine, _ver, _entry, self.phoff, self.shoff, _flags, _ehsize,
              self.phentsize, phnum, self.shentsize, shnum, shstrndx) = v.unpack(
                 "HHIIIIIHHHHHH", 16, "ELF header")
+        # The loader refuses a loadable file whose program header entries are not Elf64_Phdr / Elf32_Phdr
+        # sized: glibc elf/dl-load.c, open_verify ("ELF file's phentsize not the expected size"), and the
+        # kernel for a program (fs/binfmt_elf.c, load_elf_binary: e_phentsize != sizeof(struct elf_phdr)).
+        # Judged as it stands, such a file would get a verdict for something that never loads.
+        expected = 56 if self.bits == 64 else 32
+        if self.e_type in (ET_EXEC, ET_DYN) and self.phentsize != expected:
+            raise MalformedBinary(f"program header entry size {self.phentsize}, not the {expected} of "
+                                  f"Elf{self.bits}_Phdr: the loader refuses the file (ld.so: \"ELF file's "
+                                  f"phentsize not the expected size\")")
         # Extended numbering lives in section header 0.
         sh0 = None
         if self.shoff and (shnum == 0 or shstrndx == SHN_XINDEX or phnum == PN_XNUM):

@@ -80,6 +80,13 @@ class PEImage:
             o = sec_off + 40 * i
             raw_name = v.read(o, 8, "section header")
             vsize, va, rsize, rptr = v.unpack("IIII", o + 8, "section header")
+            if rsize and rptr + rsize > v.size:
+                # Windows' loader maps each section's raw data from the file and refuses an image whose
+                # data runs past its end (STATUS_INVALID_IMAGE_FORMAT, 0xC000007B); the PE format's
+                # SizeOfRawData / PointerToRawData (Microsoft, "PE Format", Section Table) place it
+                raise MalformedBinary(
+                    f"section {i + 1}'s raw data ({rsize:#x} bytes at {rptr:#x}) runs past the end of the file "
+                    f"({v.size:#x} bytes): Windows refuses to load it (STATUS_INVALID_IMAGE_FORMAT)")
             self.raw_sections.append((raw_name, vsize, va, rsize, rptr))
         # RVA lookup: sections sorted by VA, each covering [VA, VA + SizeOfRawData)
         # clipped at the next section's VA (the loader rejects overlapping
