@@ -170,4 +170,5 @@ def test_report_command(tmp_path):
     assert run("report", saved, "--graph", tmp_path / "g.png").exit_code == 2
     from_toml = run("report", GOLDENS / "demo-tool" / "scan.toml", "--format", "json")
     assert from_toml.exit_code == 3 and json.loads(from_toml.output) == json.loads(saved.read_text())
-    assert run("report", GOLDENS / "corrupt" / "scan.json", "--format", "markdown").exit_code == 0  # no-cuda
+    # unread files and nothing CUDA read: incomplete (docs/exit-status.md, rule 3)
+    assert run("report", GOLDENS / "corrupt" / "scan.json", "--format", "markdown").exit_code == 9
