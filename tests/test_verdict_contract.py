@@ -161,3 +161,36 @@ def test_verdict_over_parts(parts, verdict):
 def test_console_headline_uses_the_document_verdict(tmp_path, scan):
     report = scan(tree(tmp_path, **{"app.exe": READY, "gone.dll": None}))
     assert render(report).startswith("INCOMPLETE  1 file could not be read")
+
+
+# -- 4. a missing app-local dependency is not ready ---------------------------------------------------------
+
+
+def test_missing_app_local_dependency_is_not_ready(tmp_path, scan):
+    """tool.exe imports nvcuda.dll (implemented) and an app-local render.dll, here absent."""
+    target = tree(tmp_path, **{"tool.exe": FIXTURES / "demo" / "Tool" / "tool.exe"})
+    report = scan(target / "tool.exe")
+    tool = by_path(report)["tool.exe"]
+    assert tool["verdict"] == "degraded" and report["verdict"] == "partial"
+    assert tool["reasons"] == ["needs render.dll, which is neither beside it, in the scanned tree nor a system "
+                               "library: Windows refuses to load it without it, and what it does with CUDA was not "
+                               "seen; scan the folder or pass --search-path"]
+    code, output = status(target / "tool.exe")
+    words = " ".join(output.replace("│", " ").split())  # the table wraps the reason
+    assert code == 3 and "scan the folder or pass --search-path" in words  # the default view says it
+
+
+def test_the_dependency_found_beside_it_or_through_search_path_is_judged_instead(tmp_path, scan):
+    demo = FIXTURES / "demo" / "Tool"
+    beside = by_path(scan(demo / "tool.exe"))["tool.exe"]
+    assert not any("--search-path" in r for r in beside["reasons"])
+    target = tree(tmp_path, **{"tool.exe": demo / "tool.exe"})
+    searched = by_path(scan(target / "tool.exe", search_paths=(demo,)))["tool.exe"]
+    assert not any("--search-path" in r for r in searched["reasons"])
+
+
+def test_a_binary_without_cuda_keeps_a_missing_dependency_as_a_note(tmp_path, scan):
+    target = tree(tmp_path, **{"chain_app.exe": FIXTURES / "pe" / "chain" / "chain_app.exe"})
+    app = by_path(scan(target))["chain_app.exe"]
+    assert app["verdict"] == "no-cuda"
+    assert "needs missing_vendor.dll, which is neither in the scanned tree nor a known system library" in app["notes"]

@@ -39,6 +39,8 @@ class BinaryVerdict:
     # (rank, text): kept with their weight so the deciding reason comes first
     _reasons: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what it imports statically that was found nowhere (not beside it, in the tree nor a system library)
+    missing: list[str] = field(default_factory=list)
 
     @property
     def reasons(self) -> list[str]:
@@ -78,6 +80,8 @@ def decide(
             result.worsen("degraded", unseen)  # its CUDA comes some way the scan cannot see
         _judge_host(result, host_gaps or {})
     _propagate(results)
+    if any(_judge_missing(result) for result in results.values()):
+        _propagate(results)  # what loads a binary that now misses a library is no better than it
     return [results[b.path] for b in binaries]
 
 
@@ -160,11 +164,34 @@ def _judge_own(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
     bind_now = result.binary.info.bind_now
     for dep in result.dependencies:
         if not dep.is_cuda:
-            if dep.edge.how == "unresolved":
+            if dep.edge.how == "unresolved" and dep.edge.load == "static":
+                result.missing.append(dep.edge.name)  # judged once its own verdict is known (_judge_missing)
+            elif dep.edge.how == "unresolved":
                 result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system "
                                     "library")
             continue
         _judge_dependency(result, dep, bind_now)
+
+
+def _judge_missing(result: BinaryVerdict) -> bool:
+    """A CUDA user that statically imports a library found nowhere is not ready: the loader refuses to
+    start it without that library (Windows' loader, ld.so for DT_NEEDED), and what the library does with
+    CUDA was not seen. A binary without CUDA keeps it as a note (it says nothing about CUDA). True when a
+    verdict changed."""
+    if not result.missing:
+        return False
+    if result.verdict == "no-cuda":
+        result.notes += [f"needs {name}, which is neither in the scanned tree nor a known system library"
+                         for name in result.missing]
+        return False
+    loader = "Windows" if result.binary.info.format == "PE" else "the dynamic loader"
+    changed = False
+    for name in result.missing:
+        changed |= result.worsen(
+            "degraded", f"needs {name}, which is neither beside it, in the scanned tree nor a system library: "
+                        f"{loader} refuses to load it without it, and what it does with CUDA was not seen; "
+                        "scan the folder or pass --search-path")
+    return changed
 
 
 def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]]) -> None:
