@@ -194,3 +194,26 @@ def test_a_binary_without_cuda_keeps_a_missing_dependency_as_a_note(tmp_path, sc
     app = by_path(scan(target))["chain_app.exe"]
     assert app["verdict"] == "no-cuda"
     assert "needs missing_vendor.dll, which is neither in the scanned tree nor a known system library" in app["notes"]
+
+
+# -- 11. one meaning per word -----------------------------------------------------------------------------
+
+PARTIAL_TEXT = "some of it can run through ZLUDA, not all of it fully"
+
+
+@pytest.mark.parametrize("case", ["pe", "byname"])  # pe: some blocked; byname: none blocked, all degraded
+def test_partial_has_one_headline(case, scan):
+    report = scan(FIXTURES / case)
+    assert report["verdict"] == "partial"
+    assert headline(report) == PARTIAL_TEXT
+
+
+def test_readme_and_docs_say_the_one_partial():
+    from conftest import REPO
+
+    readme = (REPO / "README.md").read_text(encoding="utf-8")
+    assert f"PARTIAL  {PARTIAL_TEXT}" in readme and f"`partial`\n({PARTIAL_TEXT})" in readme
+    for doc in ("docs/exit-status.md", "docs/reports.md"):
+        text = (REPO / doc).read_text(encoding="utf-8")
+        assert PARTIAL_TEXT in text
+        assert "some cannot" not in text and "some work only in part`" not in text

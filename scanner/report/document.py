@@ -33,7 +33,9 @@ PART_NOUNS = {
 #: the headline per target verdict (docs/exit-status.md), {one}/{many}: PART_NOUNS of the basis
 HEADLINES = {
     "ready": "every {one} can run through ZLUDA",
-    "partial": "some {many} can run through ZLUDA, some cannot",
+    # one text for one definition (docs/exit-status.md): some part runs, not every part fully; "it", as
+    # the part may be one package that runs only in part
+    "partial": "some of it can run through ZLUDA, not all of it fully",
     "blocked": "no {one} here can run through ZLUDA",
     "no-cuda": "nothing here uses CUDA",
 }
@@ -49,8 +51,6 @@ def headline(document: dict) -> str:
         unread = summary.get("unread") or summary.get("errors") or 0
         read = HEADLINES.get(summary.get("verdict_of_read", ""), "?").format(one=one, many=many)
         return f"{unread} file{'' if unread == 1 else 's'} could not be read; what was read: {read}"
-    if verdict == "partial" and not summary.get("blocked"):
-        return f"every {one} here loads through ZLUDA, some work only in part"
     return HEADLINES.get(verdict, verdict).format(one=one, many=many)
 
 
