@@ -217,3 +217,51 @@ def test_readme_and_docs_say_the_one_partial():
         text = (REPO / doc).read_text(encoding="utf-8")
         assert PARTIAL_TEXT in text
         assert "some cannot" not in text and "some work only in part`" not in text
+
+
+# -- 8. current CUDA 13 names (rules/families.toml, tools/convert_rules.py EXTRA_NAMES / with_dev_links) ----
+
+
+@pytest.mark.parametrize(("name", "family", "route"), [
+    ("nvrtc64_131_0.dll", "nvrtc", "passthrough"),  # a later minor, probed by name by applications
+    ("nvrtc64_130_0.dll", "nvrtc", "passthrough"),  # what nvidia-cuda-nvrtc 13.1.115 ships
+    ("libcudnn.so", "dnn", "redirect"),  # ZLUDA's Linux release ships libcudnn.so itself
+    ("libcudart.so", "runtime_api", "passthrough"),
+    ("libnvrtc.so", "nvrtc", "passthrough"),
+    ("libcublas.so", "blas", "redirect"),
+])
+def test_cuda13_and_unversioned_names_resolve_to_their_family(rules, name, family, route):
+    from cuda4amd.scan.classify import identify
+
+    platform = "windows" if name.endswith(".dll") else "linux"
+    identity = identify(name, platform, rules, rules.release(rules.default_release))
+    assert (identity.family, identity.route) == (family, route)
+
+
+def test_unversioned_names_are_derived_only_from_whole_names():
+    import importlib.util
+
+    from conftest import REPO
+
+    spec = importlib.util.spec_from_file_location("convert_rules", REPO / "tools" / "convert_rules.py")
+    assert spec is not None and spec.loader is not None
+    convert = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(convert)
+    assert convert.with_dev_links([r"^libcudnn\.so\.[89]$"]) == [r"^libcudnn\.so\.[89]$", r"^libcudnn\.so$"]
+    # names with alternatives (cuDNN 9's sub-libraries, loaded by their front-end by versioned name): none
+    for grouped in (r"^lib(cublasmp\.so\.0|cufftMp\.so\.1[12])$", r"^libcudnn_(graph|ops)\.so\.9$"):
+        assert convert.with_dev_links([grouped]) == [grouped]
+
+
+@pytest.mark.acceptance
+def test_nvrtc_13_wheel_is_nvrtc(scan):
+    from wheelcache import Unavailable, wheel
+
+    try:
+        source = wheel("nvidia-cuda-nvrtc==13.1.115")
+    except Unavailable as exc:
+        pytest.skip(str(exc))
+    report = scan(source)
+    library = by_path(report)["nvidia/cu13/bin/x86_64/nvrtc64_130_0.dll"]
+    assert library["nvidia_library"]["family"] == "nvrtc"
+    assert report["verdict"] == report["packages"][0]["verdict"]
