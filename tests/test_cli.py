@@ -25,7 +25,7 @@ def test_console_summary_leads_with_the_verdict():
     result = run("scan", FIXTURES / "demo" / "Tool")
     assert result.exit_code == 3, result.output
     lines = result.output.splitlines()
-    assert lines[0].startswith("PARTIAL  some CUDA binaries can run through ZLUDA, some cannot")
+    assert lines[0].startswith("PARTIAL  some of it can run through ZLUDA, not all of it fully")
     assert "plugins/trt_export.dll" in result.output and "blocked" in result.output
     assert "needs TensorRT, which has no AMD route through ZLUDA" in result.output
     assert "readme.txt" not in result.output

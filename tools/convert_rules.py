@@ -59,6 +59,49 @@ SKIPPED_FAMILIES = {
     ),
 }
 
+# family id -> {platform: [(regex, why)]}: names the TSV's version lists leave out, matched by the
+# family's naming scheme (issue 30, rule 8). Provenance of each in `why`, written into the family's notes.
+EXTRA_NAMES: dict[str, dict[str, list[tuple[str, str]]]] = {
+    "nvrtc": {"linux": [(
+        r"^libnvrtc\.so$",
+        "the unversioned development symlink (CUDA toolkit lib64/libnvrtc.so), asked for by name by "
+        "loaders that try libnvrtc.so.13, libnvrtc.so.12, then libnvrtc.so; its TSV pattern "
+        "^libnvrtc(\\.alt)?\\.so\\.… has a group, so none is derived from it",
+    )], "windows": [(
+        r"^nvrtc64_13\d_0(\.alt)?\.dll$",
+        "NVRTC's scheme nvrtc64_<major><minor>_0.dll, for every CUDA 13 minor: wheel nvidia-cuda-nvrtc "
+        "13.1.115 (win_amd64) ships nvrtc64_130_0.dll and nvrtc-builtins64_131.dll; applications probe "
+        "later minors by name (nvrtc64_131_0.dll ... nvrtc64_133_0.dll), the same major's library. A later "
+        "major (nvrtc64_140_0.dll) stays an unknown NVIDIA name",
+    )]},
+}
+#: why an unversioned lib<name>.so is the family's (DEV_LINK_NOTE is written into each family's notes)
+DEV_LINK_NOTE = (
+    "linux: after the TSV's patterns, the unversioned lib<name>.so of each versioned one (derived by the "
+    "converter): the "
+    "development symlink of the CUDA toolkit (and of ZLUDA's Linux release, whose real files are "
+    "libcublas.so, libcudnn.so, ... with the versioned names as links to them), which dlopen('libcudnn.so') "
+    "and cuda.pathfinder-style loaders ask for by name"
+)
+#: a versioned pattern of one literal library name (a name with alternatives, like cuDNN 9's
+#: ^libcudnn_(graph|ops|...)\.so\.9$, names sub-libraries their front-end loads by versioned name: none derived)
+_VERSIONED_SO = re.compile(r"^(\^lib[A-Za-z0-9_+-]+)\\\.so\\\.(.+)\$$")
+
+
+def with_dev_links(patterns: list[str]) -> list[str]:
+    """The patterns, and after them the unversioned `^lib<x>\\.so$` of each versioned
+    `^lib<x>\\.so\\.<version>$`, once each."""
+    out = list(patterns)
+    for pattern in patterns:
+        match = _VERSIONED_SO.match(pattern)
+        if match is None:
+            continue
+        link = f"{match.group(1)}\\.so$"
+        if link not in out:
+            out.append(link)
+    return out
+
+
 # family id -> the AMD library (a key of cuda4amd.host.sdk.LIBRARIES) ZLUDA's
 # replacement calls, which the host must have: each ZLUDA crate's -sys
 # dependency at vosen/ZLUDA@87531d39 (v6-preview.69): zluda_blas/Cargo.toml:14
@@ -486,6 +529,11 @@ def convert_families(data: Path) -> str:
         lin, lin_remarks = split_patterns(row["linux_name_pattern"])
         notes = [f"windows names: {r}" for r in win_remarks]
         notes += [f"linux names: {r}" for r in lin_remarks]
+        for platform, names in (("windows", win), ("linux", lin)):
+            for pattern, why in EXTRA_NAMES.get(fid, {}).get(platform, []):
+                names.append(pattern)
+                notes.append(f"{platform} names: {pattern} (editorial, tools/convert_rules.py): {why}")
+        lin = with_dev_links(lin)
         if fid == "driver_api":
             r32 = by_id["driver_api_32bit"]
             notes.append(
@@ -529,6 +577,9 @@ def convert_families(data: Path) -> str:
             "patterns are editorial (tools/convert_rules.py); every other field is copied from the TSV",
             "windows/linux: the TSV's ';'-separated regexes; parenthetical remarks and labels "
             "moved to notes; '-' means none. Windows patterns match case-insensitively",
+            DEV_LINK_NOTE,
+            "names the TSV's version lists leave out are editorial (EXTRA_NAMES), each with its provenance in "
+            "the family's notes",
         ],
     }
     return dump_doc(

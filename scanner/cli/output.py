@@ -20,7 +20,8 @@ if TYPE_CHECKING:
 CommandFunction = TypeVar("CommandFunction", bound=Callable[..., Any])
 
 # Exit statuses, documented in docs/exit-status.md.
-EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4}
+#: `incomplete` (9): a file could not be read, so no verdict of ready/partial/no-cuda is vouched for
+EXIT_FOR_VERDICT = {"ready": 0, "no-cuda": 0, "partial": 3, "blocked": 4, "incomplete": 9}
 EXIT_USAGE = 2
 EXIT_INTERRUPTED = 130  # 128 + SIGINT, as shells report a Ctrl-C
 EXIT_BROKEN_PIPE = 141  # 128 + SIGPIPE: the reader of standard output went away, as git reports it

@@ -18,7 +18,7 @@ import posixpath
 import re
 from typing import IO, TYPE_CHECKING
 
-from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line, unregistered_ptx_line
+from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.report.words import counted
@@ -26,7 +26,8 @@ from cuda4amd.report.words import counted
 if TYPE_CHECKING:
     from rich.console import Console
 
-STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow"}
+STYLE = {"ready": "green", "degraded": "yellow", "blocked": "red", "no-cuda": "dim", "partial": "yellow",
+         "incomplete": "magenta"}
 COLOR_CHOICES = ("auto", "always", "never")
 
 #: what a symbol becomes on a stream whose encoding lacks it (anything else: a \\u escape). Rich lays tables
@@ -131,6 +132,8 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
         + (f"; {summary['errors']} could not be read" if summary["errors"] else ""),
         style="dim",
     ))
+    if parts_line(summary):
+        console.print(Text(parts_line(summary), style="dim"))
     if summary_only:
         return
     if doc["verdict"] != "no-cuda":  # with nothing to judge, what it was judged for says nothing

@@ -40,7 +40,8 @@ DIFF_SCHEMA = "cuda4amd.diff/1"
 LATER: dict[str, Any] = {"basis": "", "host": None, "packages": [], "engine": "fast"}
 
 BINARY_RANK = {"blocked": 0, "degraded": 1, "ready": 2}
-OVERALL_RANK = {"blocked": 0, "partial": 1, "ready": 2}
+#: `incomplete` ranks between blocked and partial, as it does for the exit status (docs/exit-status.md)
+OVERALL_RANK = {"blocked": 0, "incomplete": 1, "partial": 2, "ready": 3}
 DEPENDENCY_FIELDS = ("family", "load", "route", "replacement", "how", "resolved")
 
 

@@ -25,10 +25,19 @@ NO_KERNELS = KernelReport()
 
 SCHEMA = "cuda4amd.scan/3"
 VERDICTS = ("ready", "degraded", "blocked", "no-cuda")
+#: what the target verdict's parts are (summary.parts.basis) -> the words for one of them and for several
+PART_NOUNS = {
+    "binaries": ("CUDA binary", "CUDA binaries"),
+    "packages": ("CUDA package", "CUDA packages"),
+    "packages-and-binaries": ("CUDA package or binary", "CUDA packages and binaries"),
+}
+#: the headline per target verdict (docs/exit-status.md), {one}/{many}: PART_NOUNS of the basis
 HEADLINES = {
-    "ready": "every CUDA binary can run through ZLUDA",
-    "partial": "some CUDA binaries can run through ZLUDA, some cannot",
-    "blocked": "no CUDA binary here can run through ZLUDA",
+    "ready": "every {one} can run through ZLUDA",
+    # one text for one definition (docs/exit-status.md): some part runs, not every part fully; "it", as
+    # the part may be one package that runs only in part
+    "partial": "some of it can run through ZLUDA, not all of it fully",
+    "blocked": "no {one} here can run through ZLUDA",
     "no-cuda": "nothing here uses CUDA",
 }
 
@@ -38,12 +47,29 @@ SOFTWARE_ONLY_HERE = "no AMD GPU or HIP SDK was found on this machine"
 
 
 def headline(document: dict) -> str:
-    """The overall verdict in words that agree with the counts: `partial`
-    with nothing blocked means everything loads, some of it only in part."""
+    """The target verdict in words, one text per state, naming the parts it rests on (summary.parts);
+    `incomplete` says how many files were not read and what the rest comes to."""
     verdict = document.get("verdict", "")
-    if verdict == "partial" and not (document.get("summary") or {}).get("blocked"):
-        return "every CUDA binary here loads through ZLUDA, some work only in part"
-    return HEADLINES.get(verdict, verdict)
+    summary = document.get("summary") or {}
+    one, many = PART_NOUNS.get((summary.get("parts") or {}).get("basis", ""), PART_NOUNS["binaries"])
+    if verdict == "incomplete":
+        unread = summary.get("unread") or summary.get("errors") or 0
+        read = HEADLINES.get(summary.get("verdict_of_read", ""), "?").format(one=one, many=many)
+        return f"{unread} file{'' if unread == 1 else 's'} could not be read; what was read: {read}"
+    return HEADLINES.get(verdict, verdict).format(one=one, many=many)
+
+
+def parts_line(summary: dict) -> str:
+    """What the verdict rests on, in words, when its parts are packages ("" when they are the binaries,
+    which the counts line already counts)."""
+    parts = summary.get("parts") or {}
+    basis = parts.get("basis", "binaries")
+    if basis == "binaries":
+        return ""
+    total = sum(parts.get(state, 0) for state in ("ready", "partial", "blocked"))
+    one, many = PART_NOUNS.get(basis, PART_NOUNS["binaries"])
+    said = ", ".join(f"{parts.get(state, 0)} {state}" for state in ("ready", "partial", "blocked"))
+    return f"the verdict is over {total} {one if total == 1 else many}: {said}"
 
 
 def build(result: ScanResult, observed: dict | None = None) -> dict:
@@ -69,6 +95,7 @@ def build(result: ScanResult, observed: dict | None = None) -> dict:
             "cuda_binaries": len(binaries) - counts["no-cuda"],
             **{state.replace("-", "_"): n for state, n in counts.items()},
             "errors": len(result.errors),
+            **_judged(result),
         },
         "packages": [_package(p) for p in result.packages],
         "binaries": binaries,
@@ -80,6 +107,17 @@ def build(result: ScanResult, observed: dict | None = None) -> dict:
         document["distributions"] = sorted(({"name": d.name, "version": d.version} for d in distributions),
                                            key=lambda d: (d["name"].casefold(), d["version"]))
     return document
+
+
+def _judged(result: ScanResult) -> dict:
+    """summary.unread, .parts and .verdict_of_read: what the target verdict rests on."""
+    judged = result.judged
+    if judged is None:  # a result made by hand: its binaries are the parts
+        from cuda4amd.scan.verdict import target_verdict
+
+        judged = target_verdict(result.verdicts, result.packages, result.errors)
+    return {"unread": judged.unread, "parts": {"basis": judged.basis, **judged.parts},
+            "verdict_of_read": judged.of_read}
 
 
 def _binary(verdict: BinaryVerdict, release: str) -> dict:

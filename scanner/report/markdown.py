@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
-from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, ptx_check_line, unregistered_ptx_line
+from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.report.words import counted
@@ -208,6 +208,8 @@ class _Report:
         if summary.get("errors"):
             counts += f"; {summary['errors']} could not be read"
         lines.append(counts + ".")
+        if parts_line(summary):
+            lines += ["", text(parts_line(summary)) + "."]
         if doc.get("basis"):
             lines += ["", f"> {text(doc['basis'])}"]
             if SOFTWARE_ONLY_HERE in doc["basis"]:

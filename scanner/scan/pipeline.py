@@ -28,7 +28,7 @@ from cuda4amd.scan.read.byname import expand_template
 from cuda4amd.scan.read.payload import PayloadInspector
 from cuda4amd.scan.read.stage import ReadSettings, read_archives, read_closure, read_outside, read_tree
 from cuda4amd.scan.routes import unseen_loaders
-from cuda4amd.scan.verdict import BinaryVerdict, decide, overall
+from cuda4amd.scan.verdict import BinaryVerdict, TargetVerdict, decide, target_verdict
 
 if TYPE_CHECKING:
     import networkx as nx
@@ -67,6 +67,8 @@ class ScanResult:
     host: HostReport | None = None
     basis: str = ""
     timings: dict[str, float] = field(default_factory=dict)
+    #: what `verdict` rests on (cuda4amd.scan.verdict.target_verdict); None only for a result made by hand
+    judged: TargetVerdict | None = None
     #: what the scan was asked for and the rules it judged with: `scan --fix` plans and verifies with both
     options: ScanOptions | None = None
     rules: RuleSet | None = None
@@ -180,6 +182,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     errors = found.errors + read_errors
     if focus is not None:
         binaries, edges, verdicts, errors = _reached_from(focus, binaries, edges, verdicts, errors)
+    judged = target_verdict(verdicts, packages, errors)
     laps.done("analyse")
 
     return ScanResult(
@@ -188,7 +191,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         engine=options.engine,
         verdicts=verdicts,
         errors=sorted(errors, key=lambda e: e.path),
-        verdict=overall(verdicts),
+        verdict=judged.verdict,
         binaries=binaries,
         edges=edges,
         files_seen=found.files_seen,
@@ -197,6 +200,7 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
         host=host,
         basis=basis,
         timings=laps.timings,
+        judged=judged,
         options=options,
         rules=rules,
     )

@@ -10,10 +10,11 @@ that flow, so what loads it is too.
 """
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
-from cuda4amd.model import ScannedBinary
+from cuda4amd.model import FileError, ScannedBinary
 from cuda4amd.rules.kernels import PtxAcceptance
 from cuda4amd.scan.classify import Dependency, Identity
 from cuda4amd.scan.read.demangle import demangled_names, shown
@@ -21,6 +22,13 @@ from cuda4amd.scan.read.demangle import demangled_names, shown
 RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
 LOADED = {"static": "imported", "delay": "delay-loaded", "by-name": "loaded by name"}
 LIST_AT_MOST = 5
+#: the target's verdicts from best to worst (docs/exit-status.md): `incomplete` replaces any but `blocked`
+TARGET_ORDER = ("no-cuda", "ready", "partial", "incomplete", "blocked")
+#: a binary's verdict as a part of the target: a degraded binary runs only in part
+AS_PART = {"ready": "ready", "degraded": "partial", "blocked": "blocked"}
+#: FileError stages that leave a file, or its kernels, unread (model.FileError: "loader" and "strings" are
+#: notes on a file that was read)
+UNREAD_STAGES = frozenset({"discover", "read", "kernels"})
 
 
 @dataclass
@@ -32,6 +40,8 @@ class BinaryVerdict:
     # (rank, text): kept with their weight so the deciding reason comes first
     _reasons: list[tuple[int, str]] = field(default_factory=list)
     notes: list[str] = field(default_factory=list)
+    #: what it imports statically that was found nowhere (not beside it, in the tree nor a system library)
+    missing: list[str] = field(default_factory=list)
 
     @property
     def reasons(self) -> list[str]:
@@ -71,18 +81,66 @@ def decide(
             result.worsen("degraded", unseen)  # its CUDA comes some way the scan cannot see
         _judge_host(result, host_gaps or {})
     _propagate(results)
+    if any(_judge_missing(result) for result in results.values()):
+        _propagate(results)  # what loads a binary that now misses a library is no better than it
     return [results[b.path] for b in binaries]
 
 
 def overall(verdicts: list[BinaryVerdict]) -> str:
-    using = [v.verdict for v in verdicts if v.verdict != "no-cuda"]
-    if not using:
+    """ready, partial, blocked or no-cuda over binaries (a package's verdict, cuda4amd.scan.packages)."""
+    return _over([AS_PART[v.verdict] for v in verdicts if v.verdict != "no-cuda"])
+
+
+def _over(parts: Sequence[str]) -> str:
+    """The verdict over parts (each ready, partial or blocked): all ready, all blocked, else partial."""
+    if not parts:
         return "no-cuda"
-    if all(v == "ready" for v in using):
+    if all(p == "ready" for p in parts):
         return "ready"
-    if all(v == "blocked" for v in using):
+    if all(p == "blocked" for p in parts):
         return "blocked"
     return "partial"
+
+
+class Package(Protocol):
+    """What the target verdict needs of a package verdict (cuda4amd.scan.packages.PackageVerdict)."""
+
+    verdict: str
+    binaries: list[str]
+
+
+@dataclass(frozen=True)
+class TargetVerdict:
+    """The target's verdict and what it rests on (docs/exit-status.md, "One basis")."""
+
+    verdict: str  # one of TARGET_ORDER
+    of_read: str  # the verdict over what was read: `verdict` unless that is `incomplete`
+    basis: str  # "binaries", "packages" or "packages-and-binaries": what the parts are
+    parts: dict[str, int]  # how many parts are ready, partial, blocked
+    unread: int  # files (or their kernels) that could not be read
+
+
+def target_verdict(verdicts: Sequence[BinaryVerdict], packages: Sequence[Package] = (),
+                   errors: Sequence[FileError] = ()) -> TargetVerdict:
+    """The one basis of the headline, the counts, the exit status and the JSON `verdict`: the parts are
+    the target's CUDA packages (each with its package verdict, which already weighs its binaries) and its
+    CUDA binaries that belong to no package (ready, degraded as partial, blocked). So a one-package
+    target has that package's verdict. A file that could not be read makes any verdict but `blocked`
+    `incomplete`: what was read cannot vouch for it, and a blocked target stays blocked."""
+    owned = {path for p in packages for path in p.binaries}
+    cuda_packages = [p.verdict for p in packages if p.verdict != "no-cuda"]
+    loose = [AS_PART[v.verdict] for v in verdicts if v.verdict != "no-cuda" and v.binary.path not in owned]
+    parts = cuda_packages + loose
+    of_read = _over(parts)
+    unread = len({e.path for e in errors if e.stage in UNREAD_STAGES})
+    basis = "binaries" if not cuda_packages else "packages" if not loose else "packages-and-binaries"
+    return TargetVerdict(
+        verdict="incomplete" if unread and of_read != "blocked" else of_read,
+        of_read=of_read,
+        basis=basis,
+        parts={state: parts.count(state) for state in ("ready", "partial", "blocked")},
+        unread=unread,
+    )
 
 
 def _judge_own(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
@@ -107,11 +165,34 @@ def _judge_own(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> None:
     bind_now = result.binary.info.bind_now
     for dep in result.dependencies:
         if not dep.is_cuda:
-            if dep.edge.how == "unresolved":
+            if dep.edge.how == "unresolved" and dep.edge.load == "static":
+                result.missing.append(dep.edge.name)  # judged once its own verdict is known (_judge_missing)
+            elif dep.edge.how == "unresolved":
                 result.notes.append(f"needs {dep.edge.name}, which is neither in the scanned tree nor a known system "
                                     "library")
             continue
         _judge_dependency(result, dep, bind_now)
+
+
+def _judge_missing(result: BinaryVerdict) -> bool:
+    """A CUDA user that statically imports a library found nowhere is not ready: the loader refuses to
+    start it without that library (Windows' loader, ld.so for DT_NEEDED), and what the library does with
+    CUDA was not seen. A binary without CUDA keeps it as a note (it says nothing about CUDA). True when a
+    verdict changed."""
+    if not result.missing:
+        return False
+    if result.verdict == "no-cuda":
+        result.notes += [f"needs {name}, which is neither in the scanned tree nor a known system library"
+                         for name in result.missing]
+        return False
+    loader = "Windows" if result.binary.info.format == "PE" else "the dynamic loader"
+    changed = False
+    for name in result.missing:
+        changed |= result.worsen(
+            "degraded", f"needs {name}, which is neither beside it, in the scanned tree nor a system library: "
+                        f"{loader} refuses to load it without it, and what it does with CUDA was not seen; "
+                        "scan the folder or pass --search-path")
+    return changed
 
 
 def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]]) -> None:
