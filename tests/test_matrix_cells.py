@@ -7,15 +7,15 @@ import io
 from cuda4amd.evidence.matrix import fold, to_csv, to_markdown
 
 
-def scan(target: str, formats: list[str], verdict: str = "ready", packages: list[dict] | None = None) -> dict:
+def scan(target: str, formats: list[str], verdict: str = "ready", packages: list[dict] | None = None) -> dict:  # formats as reports write them (PE, ELF)
     binaries = [{"path": f"b{i}", "format": f, "verdict": verdict} for i, f in enumerate(formats)]
     return {"schema": "cuda4amd.scan/1", "target": {"path": target}, "verdict": verdict, "binaries": binaries,
             "packages": packages or [], "zluda": {"release": "v6"}}
 
 
 def test_a_package_s_windows_and_linux_reports_are_rows_of_their_own():
-    windows = scan("w", ["pe"], "ready", [{"name": "cupy", "version": "14", "verdict": "ready", "binaries": ["b0"]}])
-    linux = scan("l", ["elf"], "blocked", [{"name": "cupy", "version": "14", "verdict": "blocked",
+    windows = scan("w", ["PE"], "ready", [{"name": "cupy", "version": "14", "verdict": "ready", "binaries": ["b0"]}])
+    linux = scan("l", ["ELF"], "blocked", [{"name": "cupy", "version": "14", "verdict": "blocked",
                                             "binaries": ["b0"]}])
     rows = fold([("w.json", windows), ("l.json", linux)])["rows"]
     assert [(r["application"], r["platform"], r["verdict"]) for r in rows] == [

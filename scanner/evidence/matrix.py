@@ -108,7 +108,7 @@ def _platform(formats: dict[str, str], paths: Iterable[Any]) -> str:
 def _claims(scan: dict[str, Any]) -> list[dict[str, Any]]:
     """(application, version, platform, verdict, evidence level) claims of one report."""
     evidence: dict[str, Any] = scan["evidence"] if isinstance(scan.get("evidence"), dict) else {}
-    formats = {str(b.get("path")): str(b.get("format")) for b in scan.get("binaries") or [] if isinstance(b, dict)}
+    formats = {str(b.get("path")): str(b.get("format")).lower() for b in scan.get("binaries") or [] if isinstance(b, dict)}
     by_binary = evidence.get("binaries") or {}
     probes = sorted(f"{fam} {f.get('probe')}" for fam, f in (evidence.get("families") or {}).items()
                     if isinstance(f, dict) and f.get("probe"))
