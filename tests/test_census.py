@@ -249,3 +249,14 @@ def test_without_dask_the_command_says_how_to_install_it(monkeypatch: pytest.Mon
 
 def test_artifact_name() -> None:
     assert Artifact("/x/y/a-1-py3-none-any.whl", "0" * 64, 1).name == "a-1-py3-none-any.whl"
+
+
+def test_an_unreachable_scheduler_is_a_usage_error(wheels: Path, tmp_path: Path) -> None:
+    import dask
+
+    from cuda4amd.cli import main
+
+    with dask.config.set({"distributed.comm.timeouts.connect": "1s"}):
+        result = CliRunner().invoke(main, ["census", str(wheels), "-o", str(tmp_path / "out"), "-q",
+                                           "--scheduler", "tcp://127.0.0.1:9"])
+    assert result.exit_code == 2 and "cannot reach the Dask scheduler tcp://127.0.0.1:9" in result.output

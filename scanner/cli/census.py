@@ -101,7 +101,10 @@ def census(specs: tuple[str, ...], outdir: str, releases: tuple[str, ...], platf
         fail("no artifact to scan")
     tasks = tasks_of(planned.artifacts, releases or shipped, rules_version())
     progress = TerminalCensusProgress() if sys.stderr.isatty() and not quiet else None
-    outcome = run_census(tasks, out, scheduler=scheduler, workers=workers, serial=serial, progress=progress)
+    try:
+        outcome = run_census(tasks, out, scheduler=scheduler, workers=workers, serial=serial, progress=progress)
+    except OSError as exc:  # distributed's connect() raises OSError ("Timed out trying to connect to ...")
+        fail(f"cannot reach the Dask scheduler {scheduler}: {exc}" if scheduler else f"census: {exc}")
     matrix = census_matrix(tasks, out, planned.problems)
     written = write_outputs(matrix, tasks, out)
     if not quiet:
