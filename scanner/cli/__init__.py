@@ -1,7 +1,7 @@
 """The `cuda4amd` command. Thin: options in, library call, rendered report out.
 
 One module per command family: `scan` (with --fix), `report` (report, diff),
-`fix` (run, undo), `doctor`, `verify`, `trace`, `matrix`, `schema`; `output` is where reports go.
+`fix` (run, undo), `doctor`, `verify`, `trace`, `matrix`, `schema`, `census`; `output` is where reports go.
 
 Heavy modules (rich, networkx, the readers) are imported inside the commands
 so `cuda4amd --help` starts fast.
@@ -38,6 +38,7 @@ COMMANDS = {
     "trace": ("cuda4amd.cli.trace", "trace"),
     "matrix": ("cuda4amd.cli.matrix", "matrix"),
     "schema": ("cuda4amd.cli.schema", "schema"),
+    "census": ("cuda4amd.cli.census", "census"),
 }
 
 

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""Benchmark `cuda4amd census` (docs/performance.md, "The census"): the same tasks serially in one process and on
+a Dask LocalCluster, then the census resumed.
+
+    python tools/census_bench.py                      # the real CUDA wheels of the default folders
+    python tools/census_bench.py WHEEL_OR_FOLDER... --workers 2 --zluda-release v6
+    python tools/census_bench.py --log benchmarks/census-2026-12-06.json   # the figures as JSON too
+
+What is timed, each in this process, through the library calls the command makes (cuda4amd.cli.census):
+
+  * plan: specs → artifacts, each file hashed (sha256);
+  * serial: run_census(..., serial=True) + the outputs (matrix, page): every task in this process;
+  * cluster: the same tasks, a fresh census folder, on a LocalCluster of --workers processes (its start and
+    close included), + the outputs;
+  * resumed: plan + run_census + outputs again on the cluster's folder, where every report exists.
+
+Overhead per task beyond the scan: the cluster's worker-seconds not spent in a task, (workers * cluster wall -
+the sum of the serial task seconds) / tasks; the cluster's start (a LocalCluster started and closed once, alone)
+is reported apart. Every cluster report is compared byte for byte with the serial one.
+Only wheels with a CUDA binary (the serial report's summary.cuda_binaries > 0) count as "real CUDA wheels".
+"""
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import platform
+import re
+import sys
+import tempfile
+import time
+from pathlib import Path
+from typing import Any
+
+from cuda4amd.census.outputs import census_matrix, write_outputs
+from cuda4amd.census.plan import plan
+from cuda4amd.census.run import run_census, tasks_of, usable_cores
+from cuda4amd.census.task import rules_version
+from cuda4amd.rules import load_rules
+
+#: where this project's machines keep real CUDA wheels: the acceptance tests' cache and a local PyPI mirror
+DEFAULT_FOLDERS = (Path.home() / ".cache/cuda4amd/wheels", Path("/opt/pypi-more/files"))
+#: wheel names of CUDA-carrying projects in those folders (the rest are filtered out before the plan)
+CUDA_NAMES = re.compile(r"^(nvidia_|cupy_cuda|jax_cuda|ctranslate2-|torch-|torchvision-)", re.IGNORECASE)
+
+
+def default_wheels() -> list[str]:
+    return sorted(str(p) for folder in DEFAULT_FOLDERS if folder.is_dir() for p in folder.glob("*.whl")
+                  if CUDA_NAMES.match(p.name))
+
+
+def _reports(outdir: Path) -> dict[str, bytes]:
+    return {p.relative_to(outdir).as_posix(): p.read_bytes() for p in sorted((outdir / "reports").rglob("*.json"))}
+
+
+def _census(specs: list[str], releases: list[str], out: Path, **kwargs: Any) -> dict[str, Any]:
+    start = time.perf_counter()
+    planned = plan(specs)
+    planned_at = time.perf_counter()
+    tasks = tasks_of(planned.artifacts, releases, rules_version())
+    outcome = run_census(tasks, out, **kwargs)
+    ran_at = time.perf_counter()
+    write_outputs(census_matrix(tasks, out, planned.problems), tasks, out)
+    end = time.perf_counter()
+    return {"plan_s": planned_at - start, "run_s": ran_at - planned_at, "outputs_s": end - ran_at,
+            "total_s": end - start, "tasks": len(tasks), "scanned": outcome.scanned, "skipped": outcome.skipped,
+            "failed": outcome.failed, "task_seconds": sum(outcome.task_seconds),
+            "artifacts": [{"name": a.name, "bytes": a.size} for a in planned.artifacts]}
+
+
+def _cluster_start(workers: int) -> float:
+    from distributed import Client, LocalCluster
+
+    start = time.perf_counter()
+    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
+            Client(cluster):
+        pass
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    parser.add_argument("specs", nargs="*", help="wheels or folders (default: the CUDA wheels of DEFAULT_FOLDERS)")
+    parser.add_argument("--workers", type=int, default=usable_cores())
+    parser.add_argument("--zluda-release", action="append", dest="releases",
+                        help="repeatable (default: every shipped release, as the command)")
+    parser.add_argument("--log", type=Path, help="write the figures as JSON here (benchmarks/ holds raw logs)")
+    args = parser.parse_args()
+    specs = args.specs or default_wheels()
+    releases = args.releases or list(load_rules().release_tags)
+    with tempfile.TemporaryDirectory(prefix="census-bench-") as folder:
+        root = Path(folder)
+        serial = _census(specs, releases, root / "serial", serial=True)
+        cluster = _census(specs, releases, root / "dask", workers=args.workers)
+        resumed = _census(specs, releases, root / "dask", workers=args.workers)
+        equal = _reports(root / "serial") == _reports(root / "dask")
+        cuda = sum(1 for p in (root / "serial" / "reports").rglob(f"*.{releases[0]}.*.json")
+                   if json.loads(p.read_text()).get("summary", {}).get("cuda_binaries", 0) > 0)
+    start_s = _cluster_start(args.workers)
+    n = serial["tasks"]
+    total_bytes = sum(a["bytes"] for a in serial["artifacts"])
+    figures = {
+        "machine": f"{platform.node()} {usable_cores()} usable cores, load {os.getloadavg()[0]:.2f}",
+        "python": sys.version.split()[0], "workers": args.workers, "releases": releases,
+        "wheels": len(serial["artifacts"]), "cuda_wheels": cuda, "bytes": total_bytes, "tasks": n,
+        "serial": serial, "cluster": cluster, "resumed": resumed, "reports_equal": equal,
+        "speedup": serial["run_s"] / cluster["run_s"],
+        "speedup_total": serial["total_s"] / cluster["total_s"],
+        "overhead_per_task_s": (args.workers * cluster["run_s"] - serial["task_seconds"]) / n,
+        "serial_loop_overhead_per_task_s": (serial["run_s"] - serial["task_seconds"]) / n,
+        "cluster_start_s": start_s,
+        "resumed_share": resumed["total_s"] / cluster["total_s"],
+        "scan_rate_mb_s_per_worker": total_bytes * len(releases) / serial["task_seconds"] / 1e6,
+    }
+    if args.log:
+        args.log.parent.mkdir(parents=True, exist_ok=True)
+        args.log.write_text(json.dumps(figures, indent=1) + "\n")
+    print(f"{figures['wheels']} wheels ({cuda} with CUDA binaries), {total_bytes / 1e9:.2f} GB, "
+          f"{len(releases)} releases = {n} tasks; {args.workers} workers; {figures['machine']}")
+    print("| run | plan s | run s | outputs s | total s |\n|---|---|---|---|---|")
+    for name in ("serial", "cluster", "resumed"):
+        r = figures[name]
+        print(f"| {name} | {r['plan_s']:.2f} | {r['run_s']:.2f} | {r['outputs_s']:.2f} | {r['total_s']:.2f} |")
+    print(f"speed-up (run) {figures['speedup']:.2f}x, (total) {figures['speedup_total']:.2f}x; overhead per task "
+          f"beyond the scan {figures['overhead_per_task_s']:.3f} s (cluster start alone {start_s:.2f} s); "
+          f"serial loop overhead {figures['serial_loop_overhead_per_task_s']:.4f} s/task; resumed "
+          f"{100 * figures['resumed_share']:.1f} % of the cluster run; scan rate "
+          f"{figures['scan_rate_mb_s_per_worker']:.0f} MB/s per worker; reports equal: {equal}")
+    return 0 if equal else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
