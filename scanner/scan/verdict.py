@@ -241,10 +241,12 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
             f"ZLUDA {ptx.tag} refuses to load a module without PTX "
             f"({ptx.codeless_module_source}), which matters only if the CUDA runtime loads it"
         )
-    if _judge_ptx_check(result, ptx, owner):
+    judged = _judge_ptx_check(result, ptx, owner)
+    if judged == "blocked":
         return
     if usable >= total:
-        result.worsen("ready", f"{owner}its kernels carry PTX, so it can run on ZLUDA's driver" if owner else None)
+        if judged is None:  # else the check said what of that PTX ZLUDA drops: no "it can run" beside it
+            result.worsen("ready", f"{owner}its kernels carry PTX, so it can run on ZLUDA's driver" if owner else None)
     elif usable <= 0:
         result.worsen("blocked", f"{owner}none of its {_count(total, 'kernel module')} carries PTX that ZLUDA can use"
                       + (f": {debug}" if debug else ""))
@@ -256,14 +258,14 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
         )
 
 
-def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: str) -> bool:
+def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: str) -> str | None:
     """ZLUDA's PTX check at the release (cuda4amd.scan.read.ptx): a registered container that fails to
     load blocks the binary; dropped kernels (the parser's, or all of an empty module's) degrade it.
-    True when it decided (blocked: nothing else about its kernels matters)."""
+    What it decided: "blocked" (nothing else about its kernels matters), "degraded", or None."""
     kernels = result.binary.kernels
     check = kernels.ptx_check(ptx.tag) if kernels is not None and ptx is not None else None
     if check is None or ptx is None:
-        return False
+        return None
     containers = check["containers"]
     refusal = check["first_refusal"] or {"construct": "?", "source": "?"}
     first = f"first construct {refusal['construct']} ({refusal['source']})"
@@ -271,7 +273,7 @@ def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: st
         carrying = sum(containers.values())
         result.worsen("blocked", f"{owner}{containers['load_fails']} of its {_count(carrying, 'PTX kernel module')} "
                                  f"fail to load on ZLUDA {ptx.tag} (its PTX translator refuses them): {first}")
-        return True
+        return "blocked"
     dropped = check["dropped_kernels"]
     if dropped:
         demangled = demangled_names(dropped[:LIST_AT_MOST])  # only those the reason shows
@@ -282,7 +284,7 @@ def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: st
         result.worsen("degraded", f"{owner}{_count(containers['no_ptx'], 'kernel module')} with PTX that ZLUDA "
                                   f"{ptx.tag} cannot read (not UTF-8, or not decompressible): it loads an empty module "
                                   f"({refusal['source']})")
-    return False
+    return "degraded" if dropped or containers["no_ptx"] else None
 
 
 def _count(n: int, noun: str) -> str:
