@@ -9,7 +9,10 @@ REPO = Path(__file__).resolve().parents[1]
 FIXTURES = REPO / "fixtures"
 SHARED_DATA = FIXTURES / "reference"  # a copy of the workplace's reference tables, with provenance
 
-sys.path.insert(0, str(Path(__file__).parent))
+# the test modules import each other and these helpers by name (conftest, wheelcache, test_fix_support, ...):
+# both folders on the path from the start, whichever pytest collects first
+for folder in ("unit", "integration", ""):
+    sys.path.insert(0, str(Path(__file__).parent / folder))
 
 
 @pytest.fixture(autouse=True, scope="session")

@@ -7,7 +7,7 @@ Reads ``gpu-profiles.tsv`` (one row per AMD ``gfx`` target) and merges the
 editorial table below (marketing names to match Windows display-adapter names,
 PCI device ids, rocBLAS availability, pitfalls). Output is deterministic
 (sorted, no timestamps) and only written when it changed;
-``tests/test_host_profiles.py`` re-runs this script into a temporary file and
+``tests/unit/test_host_profiles.py`` re-runs this script into a temporary file and
 requires byte-identical output, and checks the TOML against the TSV.
 
 The file sits next to ``families.toml``; ``cuda4amd.rules.ruleset.load_rules``

@@ -14,7 +14,7 @@ Writes, deterministically (sorted, no timestamps):
 ``<out>/system.toml`` is hand-maintained and never touched here.
 
 The output is validated by ``cuda4amd.rules.ruleset.load_rules`` (see docs/rules.md);
-``tests/test_rules.py`` checks that re-running this script reproduces the
+``tests/unit/test_rules.py`` checks that re-running this script reproduces the
 shipped files byte for byte.
 """
 from __future__ import annotations

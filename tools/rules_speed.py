@@ -2,7 +2,7 @@
 """The figures of docs/rules.md "Speed": what loading the rules and looking names up cost.
 
     python tools/rules_speed.py              # 7 fresh processes; the best of each step
-    python tools/rules_speed.py --runs 1     # one (what tests/test_rules.py runs)
+    python tools/rules_speed.py --runs 1     # one (what tests/unit/test_rules.py runs)
 
 Each run is a fresh interpreter (bytecode cached) that times, once each:
 importing cuda4amd.rules, load_rules(), the first look-up of each kind (which

@@ -43,7 +43,7 @@ def shipped_release_tags() -> list[str]:
 
     # rules.releases' ZLUDA_DIR and RELEASES_FILE, spelled out, and os.listdir rather than importlib.resources:
     # the loader costs ~20 ms and importlib.resources ~10 ms of `scan --help`;
-    # tests/test_cli_output.py checks that these tags are the loader's
+    # tests/unit/test_cli_output.py checks that these tags are the loader's
     folder = os.path.join(next(iter(cuda4amd.ruledata.__path__)), "zluda")
     return sorted(name[: -len(".toml")] for name in os.listdir(folder)
                   if name.endswith(".toml") and name != "releases.toml")

@@ -1,7 +1,7 @@
 """Compare what workloads really did on an NVIDIA GPU with what a cuda4amd scan predicted.
 
 Pure functions over plain data (the probe results and the scan's JSON
-report), so they are tested without a GPU (tests/test_gpu_truth.py).
+report), so they are tested without a GPU (tests/unit/test_gpu_truth.py).
 
     summary = compare(probes, report, site, family_of, PACKAGES)
 

@@ -130,7 +130,7 @@ def pe_directory_names(buf: Buffer) -> set[int]:
 #: next pass maps them again: :func:`pieces`). No string, suffix or marker a pass looks for holds more than three
 #: NULs in a row (UTF-16LE's two-byte terminator after a character's zero high byte), so
 #: no match crosses a cut, and a name's text is bounded by the NULs on both sides of it:
-#: each piece gives what the segment gave there (tests/test_byname_pieces.py).
+#: each piece gives what the segment gave there (tests/unit/test_byname_pieces.py).
 _CUT = b"\0" * 8
 
 
