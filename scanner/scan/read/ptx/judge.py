@@ -185,9 +185,9 @@ class PtxChecker:
     def _function(self, function: Function, bad: set[bytes],
                   shape_of: dict[bytes, Shape]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
         """(why the parser drops it, or None; the translator's first refusal in it, or None)."""
-        for directive in re.findall(rb"\.[A-Za-z_]\w*", function.tuning):
-            if directive.decode() not in self.rules.tuning_directives:
-                return (f".{'entry' if function.kernel else 'func'} {function.name}: {directive.decode()}",
+        for directive in function.directives:
+            if directive not in self.rules.tuning_directives:
+                return (f".{'entry' if function.kernel else 'func'} {function.name}: {directive}",
                         self.rules.tuning_source), None
         statements = function.statements
         if not bad or statements.keys().isdisjoint(bad):

@@ -51,12 +51,34 @@ _TOKEN = re.compile(
 def strip(text: bytes) -> bytes:
     """Comments blanked, strings emptied (``""``)."""
     if b'"' in text:
-        text = _STRINGS.sub(b'""', text)
+        text = _empty_strings(text)
     if b"//" in text:
         text = _LINE_COMMENTS.sub(b" ", text)
     if b"/*" in text:
         text = _BLOCK_COMMENTS.sub(b" ", text)
     return text
+
+
+def _empty_strings(text: bytes) -> bytes:
+    """``_STRINGS.sub(b'""', text)`` by bytes.find (memchr; sre scans byte by byte): real PTX holds few
+    strings (``.pragma "nounroll";``) in texts of tens of MB."""
+    out: list[bytes] = []
+    pos = 0
+    at = text.find(b'"')
+    while at >= 0:
+        close = text.find(b'"', at + 1)
+        if close < 0:
+            break
+        if text.find(b"\n", at + 1, close) >= 0:  # no string opens here: the regex retries at the next quote
+            at = close
+            continue
+        out += (text[pos:at], b'""')
+        pos = close + 1
+        at = text.find(b'"', pos)
+    if not out:
+        return text
+    out.append(text[pos:])
+    return b"".join(out)
 
 
 def lexer_error(stripped: bytes) -> tuple[int, bytes] | None:
@@ -66,9 +88,15 @@ def lexer_error(stripped: bytes) -> tuple[int, bytes] | None:
         bad = _BAD_BYTE.search(stripped)
         if bad is not None:
             found.append(bad.start())
-    lone = (b" " + stripped.translate(_LEADS) + b" ").find(b" _ ")  # one pass for `_`, `$` and `%`
-    if lone >= 0:
-        found.append(lone)
+    leads = stripped.translate(_LEADS)  # one pass for `_`, `$` and `%`; the text's ends apart (no copies)
+    if leads.startswith(b"_ ") or leads == b"_":
+        found.append(0)
+    else:
+        lone = leads.find(b" _ ")
+        if lone >= 0:
+            found.append(lone + 1)
+        elif leads.endswith(b" _"):
+            found.append(len(leads) - 1)
     at = stripped.find(b'"')
     while 0 <= at < (min(found) if found else len(stripped)):
         if stripped[at + 1:at + 2] != b'"':  # strip left only `""`: a lone quote opens a string never closed

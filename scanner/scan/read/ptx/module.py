@@ -36,6 +36,7 @@ _FUNC_NAME = re.compile(rb"\s*(?:\([^)]*\)\s*)?([A-Za-z_$%][\w$]*)")
 _PARAMS = re.compile(rb"\s*\([^)]*\)")
 _CALL = re.compile(rb"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
 _BRACES = re.compile(rb"[{}]")
+_DIRECTIVE = re.compile(rb"\.[A-Za-z_]\w*")
 
 
 @dataclass
@@ -49,6 +50,12 @@ class Function:
     statements: dict[bytes, bytes]
     calls: set[str]
     offset: int
+    #: the directives of ``tuning`` in order (read once here, not by each release's check)
+    directives: tuple[str, ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.tuning and not self.directives:
+            self.directives = tuple(d.decode() for d in _DIRECTIVE.findall(self.tuning))
 
 
 @dataclass
