@@ -18,6 +18,7 @@ import json
 import os
 import pickle
 from collections.abc import Callable
+from contextlib import suppress
 from pathlib import Path
 from typing import Any
 
@@ -49,17 +50,15 @@ def cached_document(path: Path, data: bytes, parse: Callable[[bytes], dict[str, 
         if kept is not None and hashlib.sha256(kept[DIGEST_BYTES:]).digest() == kept[:DIGEST_BYTES]:
             try:
                 document = _TomlUnpickler(io.BytesIO(kept[DIGEST_BYTES:])).load()
-            except Exception:  # noqa: BLE001 - a damaged entry of any kind is parsed again
+            except Exception:  # a damaged entry of any kind is parsed again
                 document = None
             if isinstance(document, dict):
                 return document
     document = parse(data)
     if entry is not None:
         body = pickle.dumps(document, protocol=5)
-        try:
+        with suppress(OSError):  # a full disk, a folder gone: next time it is parsed again
             write_private(entry, hashlib.sha256(body).digest() + body)
-        except OSError:
-            pass  # a full disk, a folder gone: next time it is parsed again
     return document
 
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from test_byname import CTRANSLATE2, CUDART, CUFFT, CUPY, refs, tree, triples  # noqa: F401 - helpers and fixtures of the unit module
+from test_byname import CTRANSLATE2, CUDART, CUFFT, CUPY, refs, tree, triples
 
 from cuda4amd.scan.read.engine import read_path
 

@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from test_discover_skip import same_with_and_without_skip  # noqa: F401 - helpers and fixtures of the unit module
+from test_discover_skip import same_with_and_without_skip
 
 
 @pytest.mark.acceptance

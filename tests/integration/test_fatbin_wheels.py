@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from test_fatbin import (  # noqa: F401 - helpers and fixtures of the unit module
+from test_fatbin import (
     CTRANSLATE2,
     CUBLAS,
     CUBLAS_SASS,

@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 from conftest import REPO
 from test_goldens import strict_validator
-from test_markdown import check_mermaid, check_report, mermaid_blocks  # noqa: F401 - helpers and fixtures of the unit module
+from test_markdown import check_mermaid, check_report, mermaid_blocks
 from wheelcache import Unavailable, unpacked
 
 from cuda4amd.report.markdown import BUDGET, GITHUB_LIMIT, LEVELS

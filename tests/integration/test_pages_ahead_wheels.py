@@ -2,7 +2,7 @@
 from __future__ import annotations
 
 import pytest
-from test_pages_ahead import CUBLAS, recorded  # noqa: F401 - helpers and fixtures of the unit module
+from test_pages_ahead import CUBLAS, recorded
 
 from cuda4amd.scan.read import fatbin, pages
 from cuda4amd.scan.read.engine import read_buffer

@@ -4,7 +4,7 @@ from __future__ import annotations
 import json
 
 import pytest
-from test_read_stage import ACCEPTANCE_WHEELS, scan_json  # noqa: F401 - helpers and fixtures of the unit module
+from test_read_stage import ACCEPTANCE_WHEELS, scan_json
 
 
 @pytest.mark.acceptance

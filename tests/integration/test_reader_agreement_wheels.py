@@ -7,7 +7,7 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from test_reader_agreement import EXPECTED_WHEELS, cached_wheels, explain, fast_view, pe_view, wheel_cache  # noqa: F401 - helpers and fixtures of the unit module
+from test_reader_agreement import EXPECTED_WHEELS, cached_wheels, explain, fast_view, pe_view, wheel_cache
 
 from cuda4amd.scan.read.binview import MalformedBinary
 from cuda4amd.scan.read.engine import read_path, sniff
