@@ -72,10 +72,12 @@ def test_cusparselt_has_ptx_in_few_of_its_modules(scan):
     assert (modules["total"], modules["with_ptx"], modules["codeless_containers"]) == (len(carved), with_ptx, 0)
     assert library["nvidia_library"] == {"family": "sparselt", "route": "passthrough", "basis": "in-tree", "replacement": None}
     assert library["verdict"] == "degraded"
-    assert library["reasons"][0] == (
+    assert (
         "NVIDIA cuSPARSELt library that ZLUDA does not replace: PTX in 2 of its 2511 kernel modules; the kernels "
         "of the other 2509 carry no PTX that ZLUDA can use (it runs only PTX), so they fail"
-    )
+    ) in library["reasons"]
+    # and of the PTX there is, ZLUDA's parser drops most (tests/integration/test_ptx_acceptance.py pins it)
+    assert any("288 of 318 kernels are dropped by ZLUDA v6-preview.69's PTX parser" in r for r in library["reasons"])
     # it JIT-links its own kernels through the driver's cuLink* functions, by name
     driver = zluda_table("v6-preview.69", "driver")
     states = dependency(library, "nvcuda.dll")["symbols"]
@@ -105,7 +107,9 @@ def test_curand_modules_all_carry_ptx_and_the_runtime_table_is_not_use(scan):
     # it links the CUDA runtime statically: the runtime's table is all it names
     assert library["driver_names"] == {"names": [], "runtime_table": 485}
     assert dependency(library, "nvcuda.dll")["symbols"] == {}
-    assert library["verdict"] == "ready"
+    # all its modules carry PTX, but v6-preview.69's parser has no rule for `bfind` (v6 adds it): 24 kernels go
+    assert library["verdict"] == "degraded"
+    assert any("24 of 296 kernels are dropped" in r and "bfind" in r for r in library["reasons"])
 
 
 def test_cudart_names_every_driver_function_and_none_counts(scan):
