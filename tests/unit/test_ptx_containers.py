@@ -120,3 +120,14 @@ def test_the_verdict_reason_shows_demangled_names(extended):
     assert result.verdict == "degraded"
     assert result.reasons == ["1 of 2 kernels are dropped by ZLUDA v6's PTX parser (kernel(float*, int)): first "
                               "construct red.add (ptx_parser/src/lib.rs:1@v6)"]
+
+
+def test_demangling_never_imports_lief_for_a_fast_scan():
+    # importing LIEF costs 0.3 s: a re-scan of CUDA wheels spent a third of its time on it, for no demangler
+    import subprocess
+    import sys
+
+    code = ("import sys; from cuda4amd.scan.read.demangle import demangled_names; "
+            "assert demangled_names(['_Z6kernelPfi']) == {}; print('lief' in sys.modules)")
+    done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert done.stdout.strip() == "False"
