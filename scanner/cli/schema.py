@@ -23,8 +23,8 @@ class _LazyChoice(click.Choice):
         super().__init__([])
 
     @property
-    def choices(self) -> list[str]:  # click reads .choices for checking, help and completion
-        return _names()
+    def choices(self) -> tuple[str, ...]:  # click reads .choices for checking, help and completion
+        return tuple(_names())
 
     @choices.setter
     def choices(self, value: object) -> None:
