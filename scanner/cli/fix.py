@@ -112,7 +112,7 @@ def undo(target: str, force: bool) -> None:
     if not outcome.found:
         click.echo(f"nothing to undo: no cuda4amd fix in {root}")
         sys.exit(0)
-    from cuda4amd.report.words import counted
+    from cuda4amd.words import counted
 
     click.echo(f"restored {counted(len(outcome.restored), 'file')}, removed "
                f"{counted(len(outcome.removed), 'added file or folder', 'added files and folders')} in {root}")

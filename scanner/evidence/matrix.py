@@ -33,7 +33,7 @@ from cuda4amd.evidence.record import read_json_file
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.inputs import READABLE_SCAN_SCHEMAS, SCAN_SCHEMA, schema_problem
 from cuda4amd.report.markdown import text
-from cuda4amd.report.words import counted
+from cuda4amd.words import counted
 
 __all__ = ["COLUMNS", "SCHEMA", "fold", "load_reports", "to_csv", "to_markdown"]
 

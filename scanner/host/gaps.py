@@ -21,9 +21,9 @@ from dataclasses import dataclass
 from cuda4amd.host.detect import override_gfx
 from cuda4amd.host.report import HostReport
 from cuda4amd.host.sdk import KERNEL_LIBRARIES, LIBRARIES, version_key
-from cuda4amd.report.words import counted
 from cuda4amd.rules.gpus import GpuProfiles, gfx_major
 from cuda4amd.rules.ruleset import RuleSet, load_rules
+from cuda4amd.words import counted
 
 __all__ = [
     "GAP_CODES",

@@ -21,7 +21,7 @@ from typing import IO, TYPE_CHECKING
 from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
-from cuda4amd.report.words import counted
+from cuda4amd.words import counted
 
 if TYPE_CHECKING:
     from rich.console import Console

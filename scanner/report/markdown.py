@@ -34,7 +34,7 @@ from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
-from cuda4amd.report.words import counted
+from cuda4amd.words import counted
 
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000

@@ -18,6 +18,7 @@ from cuda4amd.model import FileError, ScannedBinary
 from cuda4amd.rules.kernels import PtxAcceptance
 from cuda4amd.scan.classify import Dependency, Identity
 from cuda4amd.scan.read.demangle import demangled_names, shown
+from cuda4amd.words import counted
 
 RANK = {"no-cuda": -1, "ready": 0, "degraded": 1, "blocked": 2}
 LOADED = {"static": "imported", "delay": "delay-loaded", "by-name": "loaded by name"}
@@ -302,19 +303,20 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if missing:
             listed = _names(missing)
             if eager:
-                result.worsen("blocked", f"{name}: {len(missing)} imported function(s) not exported by ZLUDA's "
+                result.worsen("blocked", f"{name}: {counted(len(missing), 'imported function')} not exported by ZLUDA's "
                                          f"{ident.replacement} ({listed}); the loader refuses this binary")
             else:
-                result.worsen("degraded", f"{name} ({LOADED[load]}): {len(missing)} function(s) not exported by "
+                result.worsen("degraded", f"{name} ({LOADED[load]}): {counted(len(missing), 'function')} not exported by "
                                           f"ZLUDA's {ident.replacement} ({listed}); calling them fails")
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call "
                                       "returns NOT_SUPPORTED")
         elif stubs:
-            what = ("imported function(s)" if load != "by-name"
-                    else "function(s) it resolves by name (cuGetProcAddress/dlsym)")
-            result.worsen("degraded", f"{name}: {len(stubs)} {what} are ZLUDA stubs that return NOT_SUPPORTED "
-                                      f"({_names(stubs)})")
+            one = len(stubs) == 1
+            what = (counted(len(stubs), "imported function") if load != "by-name"
+                    else counted(len(stubs), "function") + " it resolves by name (cuGetProcAddress/dlsym)")
+            result.worsen("degraded", f"{name}: {what} {'is a ZLUDA stub' if one else 'are ZLUDA stubs'} that "
+                                      f"{'returns' if one else 'return'} NOT_SUPPORTED ({_names(stubs)})")
         if edge.ordinals:
             result.worsen("degraded", f"{name}: imported by ordinal ({_names([str(o) for o in edge.ordinals])}); "
                                       "ZLUDA's ordinals differ from NVIDIA's, so these cannot be checked")

@@ -135,7 +135,7 @@ def test_nccl_is_judged_by_the_driver_functions_it_resolves(scan):
     assert set(symbols["stub"]) >= {"cuMemCreate", "cuMemMap", "cuMemAddressReserve", "cuMulticastCreate"}
     assert all(driver[name] == "stub" for name in ("cuMemCreate", "cuMemMap", "cuMulticastCreate"))
     assert nccl["verdict"] == "degraded"
-    assert any(r.startswith("libcuda.so: 18 function(s) it resolves by name (cuGetProcAddress/dlsym) are ZLUDA stubs")
+    assert any(r.startswith("libcuda.so: 18 functions it resolves by name (cuGetProcAddress/dlsym) are ZLUDA stubs")
                for r in nccl["reasons"])
 
 

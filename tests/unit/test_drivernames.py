@@ -77,8 +77,8 @@ def test_a_library_that_resolves_stubs_by_name_is_degraded(scan):
         assert dep["symbols"]["missing"] == ["cuLogsCurrent"]
         assert binary["driver_names"] == {"names": list(OWN), "runtime_table": 0}
         assert binary["reasons"] == [
-            f"{driver} (loaded by name): 1 function(s) not exported by ZLUDA's {driver} (cuLogsCurrent); calling them fails",
-            f"{driver}: 4 function(s) it resolves by name (cuGetProcAddress/dlsym) are ZLUDA stubs that return "
+            f"{driver} (loaded by name): 1 function not exported by ZLUDA's {driver} (cuLogsCurrent); calling them fails",
+            f"{driver}: 4 functions it resolves by name (cuGetProcAddress/dlsym) are ZLUDA stubs that return "
             "NOT_SUPPORTED (cuCtxCreate, cuMemCreate, cuMemMap, cuMulticastCreate)",
         ]
 

@@ -68,7 +68,7 @@ def test_cublas_symbols_implemented_and_stub(pe):
         "stub": ["cublasDgemm_v2", "cublasSaxpy_v2"],
     }
     assert blas["reasons"] == [
-        "cublas64_12.dll: 2 imported function(s) are ZLUDA stubs that return NOT_SUPPORTED (cublasDgemm_v2, cublasSaxpy_v2)"
+        "cublas64_12.dll: 2 imported functions are ZLUDA stubs that return NOT_SUPPORTED (cublasDgemm_v2, cublasSaxpy_v2)"
     ]
 
 
@@ -135,7 +135,7 @@ def test_chain_resolution_and_propagation(pe):
     vendor = dependency(app, "missing_vendor.dll")
     assert (vendor["resolved"], vendor["how"]) == (None, "unresolved")
     assert not [d for d in app["dependencies"] if d["name"].startswith("api-ms-win-")]
-    assert app["reasons"][0].startswith("needs chain/chain_helper.dll, which is blocked: cublas64_12.dll: 1 imported function(s) not exported")
+    assert app["reasons"][0].startswith("needs chain/chain_helper.dll, which is blocked: cublas64_12.dll: 1 imported function not exported")
     # a CUDA user (through chain_helper.dll) missing a static import: a reason, not a note (issue 30, rule 4)
     assert app["notes"] == []
     assert any(r.startswith("needs missing_vendor.dll, which is neither beside it, in the scanned tree nor a system "
@@ -164,7 +164,7 @@ def test_elf_runpath_origin_and_versioned_symbols(elf):
         "missing": ["cublasSgemm"],
     }
     # lazy binding: the missing function fails when called, the library still loads
-    assert binaries["libuser_blas.so"]["reasons"][0].startswith("libcublas.so.12 (imported): 1 function(s) not exported")
+    assert binaries["libuser_blas.so"]["reasons"][0].startswith("libcublas.so.12 (imported): 1 function not exported")
     nvidia = binaries["libcublas.so.12"]
     assert nvidia["nvidia_library"] == {"family": "blas", "route": "redirect", "basis": "zluda-release", "replacement": "libcublas.so.12"}
 
@@ -197,7 +197,7 @@ def test_demo_application(scan):
     assert demo["verdict"] == "partial"
     tool = by_path(demo)["tool.exe"]
     assert dependency(tool, "render.dll")["how"] == "same-folder"
-    assert tool["reasons"] == ["loads render.dll (static), which is degraded: cublas64_12.dll: 1 imported function(s) are ZLUDA stubs that return NOT_SUPPORTED (cublasDgemm_v2)"]
+    assert tool["reasons"] == ["loads render.dll (static), which is degraded: cublas64_12.dll: 1 imported function is a ZLUDA stub that returns NOT_SUPPORTED (cublasDgemm_v2)"]
 
 
 def test_kernel_verdicts(scan):

@@ -5,7 +5,7 @@ import json
 from pathlib import Path
 
 from cuda4amd.report.console import render
-from cuda4amd.report.words import counted
+from cuda4amd.words import counted
 
 SAVED = Path(__file__).parents[1] / "goldens" / "demo-tool" / "scan.json"
 
