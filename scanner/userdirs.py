@@ -24,6 +24,7 @@ cuda4amd believes (issue 31).
 """
 from __future__ import annotations
 
+import hashlib
 import os
 import stat
 import sys
@@ -131,6 +132,25 @@ def write_private(path: Path, data: bytes) -> None:
         with suppress(OSError):
             os.unlink(temporary)
         raise
+
+
+#: a sealed file starts with the SHA-256 of the rest: a damaged one is noticed before its body is used
+SEAL_BYTES = 32
+
+
+def read_sealed(path: Path, limit: int) -> memoryview | None:
+    """The body of the private file ``path`` (read_private: at most ``limit`` bytes in all) when its first
+    SEAL_BYTES are the SHA-256 of the rest; else None."""
+    data = read_private(path, limit)
+    if data is None:
+        return None
+    body = memoryview(data)[SEAL_BYTES:]
+    return body if hashlib.sha256(body).digest() == data[:SEAL_BYTES] else None
+
+
+def write_sealed(path: Path, body: bytes) -> None:
+    """Write ``body`` to ``path`` as read_sealed reads it (write_private: whole or not at all). OSError if it fails."""
+    write_private(path, hashlib.sha256(body).digest() + body)
 
 
 def _not_private(info: os.stat_result, kind: str) -> str | None:

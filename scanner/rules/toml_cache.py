@@ -23,13 +23,12 @@ from pathlib import Path
 from typing import Any
 
 from cuda4amd import __version__
-from cuda4amd.userdirs import cache_dir, private_folder, read_private, write_private
+from cuda4amd.userdirs import cache_dir, private_folder, read_sealed, write_sealed
 
 __all__ = ["FORMAT", "cached_document"]
 
 FORMAT = 1  # raised when what is kept for a file changes
 ENTRY_LIMIT = 16 << 20  # the biggest shipped table parses to a 1 MB pickle
-DIGEST_BYTES = 32
 #: what a TOML document holds besides str, int, float, bool, list and dict (tomllib: the TOML types)
 TOML_CLASSES = {("datetime", name): getattr(datetime, name) for name in ("date", "time", "datetime", "timezone",
                                                                           "timedelta")}
@@ -46,19 +45,18 @@ def cached_document(path: Path, data: bytes, parse: Callable[[bytes], dict[str, 
     """`parse(data)` for the file at `path` (whose bytes are `data`), from the cache when it holds it."""
     entry = _entry(path)
     if entry is not None:
-        kept = read_private(entry, ENTRY_LIMIT)
-        if kept is not None and hashlib.sha256(kept[DIGEST_BYTES:]).digest() == kept[:DIGEST_BYTES]:
+        kept = read_sealed(entry, ENTRY_LIMIT)
+        if kept is not None:
             try:
-                document = _TomlUnpickler(io.BytesIO(kept[DIGEST_BYTES:])).load()
+                document = _TomlUnpickler(io.BytesIO(kept)).load()
             except Exception:  # a damaged entry of any kind is parsed again
                 document = None
             if isinstance(document, dict):
                 return document
     document = parse(data)
     if entry is not None:
-        body = pickle.dumps(document, protocol=5)
         with suppress(OSError):  # a full disk, a folder gone: next time it is parsed again
-            write_private(entry, hashlib.sha256(body).digest() + body)
+            write_sealed(entry, pickle.dumps(document, protocol=5))
     return document
 
 

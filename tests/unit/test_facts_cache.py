@@ -23,6 +23,7 @@ from test_hostile_scan import finishes
 
 from cuda4amd import userdirs
 from cuda4amd.scan.read import cache as facts
+from cuda4amd.userdirs import SEAL_BYTES
 
 resource = pytest.importorskip("resource", reason="the hostile scans are bounded with POSIX resource limits")
 
@@ -82,7 +83,7 @@ def forged(entry) -> bytes:
     import hashlib
 
     data = entry.read_bytes()
-    record = pickle.loads(data[facts.DIGEST_BYTES:])  # the test's own cache
+    record = pickle.loads(data[SEAL_BYTES:])  # the test's own cache
     info = dataclasses.replace(record[2], imports=())
     body = pickle.dumps((*record[:2], info, *record[3:]), protocol=5)
     return hashlib.sha256(body).digest() + body

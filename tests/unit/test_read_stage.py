@@ -19,6 +19,7 @@ from conftest import FIXTURES
 from cuda4amd.cli import main
 from cuda4amd.scan.read import cache as facts
 from cuda4amd.scan.workers import usable_cores
+from cuda4amd.userdirs import SEAL_BYTES
 
 CASES = {
     "demo-tool": FIXTURES / "demo" / "Tool",
@@ -100,7 +101,7 @@ def sealed(body: bytes) -> bytes:
 def record_of(entry: bytes) -> tuple:
     import pickle
 
-    return pickle.loads(entry[facts.DIGEST_BYTES:])  # the test's own cache
+    return pickle.loads(entry[SEAL_BYTES:])  # the test's own cache
 
 
 def changed_record(change):
@@ -185,8 +186,8 @@ def test_cache_entries_are_private_digested_pickles_keyed_by_file_identity(tmp_p
     for entry in found:
         assert oct(entry.stat().st_mode & 0o777) == "0o600"
         data = entry.read_bytes()
-        assert data[:facts.DIGEST_BYTES] == hashlib.sha256(data[facts.DIGEST_BYTES:]).digest()
-        record = facts.FactsUnpickler(io.BytesIO(data[facts.DIGEST_BYTES:])).load()
+        assert data[:SEAL_BYTES] == hashlib.sha256(data[SEAL_BYTES:]).digest()
+        record = facts.FactsUnpickler(io.BytesIO(data[SEAL_BYTES:])).load()
         assert record[0] == entry.name[:-len(facts.SUFFIX)] and record[2].format in ("PE", "ELF")
     assert not list(cache_dir.glob(".*.tmp"))  # every write renamed into place
     # touching a file (same bytes, new mtime) makes its entry stale: a new key

@@ -58,7 +58,7 @@ from cuda4amd.model import (
     ScannedBinary,
     Section,
 )
-from cuda4amd.userdirs import facts_dir, private_folder, read_private, write_private
+from cuda4amd.userdirs import SEAL_BYTES, facts_dir, private_folder, read_sealed, write_sealed
 
 if TYPE_CHECKING:
     from cuda4amd.scan.discover import FoundBinary
@@ -78,8 +78,6 @@ LEGACY = ("facts.sqlite3", "facts.key")
 #: the only classes an entry holds (cuda4amd.model): the unpickler builds nothing else
 FACT_TYPES: dict[str, type] = {cls.__name__: cls for cls in (
     BinaryInfo, ImportedLibrary, Section, KernelReport, FatbinEntry, NameReference, DriverNames)}
-#: an entry starts with the SHA-256 of its pickle: a damaged entry is noticed before it is unpickled
-DIGEST_BYTES = 32
 #: what a damaged or foreign entry can raise while it is unpickled: it is then ignored
 DECODE_ERRORS = (pickle.UnpicklingError, ValueError, TypeError, KeyError, AttributeError, IndexError, EOFError,
                  RecursionError, MemoryError)
@@ -188,10 +186,10 @@ class FactCache:
         if key is None or self.folder is None:
             return None
         outcome = None
-        entry = read_private(self.folder / f"{key}{SUFFIX}", ENTRY_LIMIT)
-        if entry is not None:
+        body = read_sealed(self.folder / f"{key}{SUFFIX}", ENTRY_LIMIT)  # None when damaged: noticed by its digest
+        if body is not None:
             with suppress(*DECODE_ERRORS):  # a damaged entry: the file is read again, and written anew
-                outcome = _decoded(entry, key, item, inspector)
+                outcome = _decoded(body, key, item, inspector)
         if outcome is None:
             self.misses += 1
         else:
@@ -215,10 +213,10 @@ class FactCache:
             body = pickle.dumps(record, protocol=5)
         except (pickle.PicklingError, TypeError, AttributeError, RecursionError):
             return  # a value no reader returns (a class of its own): this file is read again next time
-        if len(body) + DIGEST_BYTES > ENTRY_LIMIT:
+        if len(body) + SEAL_BYTES > ENTRY_LIMIT:
             return
         try:
-            write_private(self.folder / f"{key}{SUFFIX}", hashlib.sha256(body).digest() + body)
+            write_sealed(self.folder / f"{key}{SUFFIX}", body)
         except OSError:
             self.folder = None  # a full disk, a folder made read-only: no more tries this run
             return
@@ -243,12 +241,9 @@ class FactCache:
         self.folder = None
 
 
-def _decoded(entry: bytes, key: str, item: FoundBinary, inspector: PayloadInspector | None) -> ReadOutcome | None:
-    """The outcome an entry holds for ``item``; None when it is not this key's, or was read for another
+def _decoded(body: memoryview, key: str, item: FoundBinary, inspector: PayloadInspector | None) -> ReadOutcome | None:
+    """The outcome an entry's body holds for ``item``; None when it is not this key's, or was read for another
     kernel-scan mode (the rules judge this name differently now). Raises one of DECODE_ERRORS when damaged."""
-    body = memoryview(entry)[DIGEST_BYTES:]
-    if hashlib.sha256(body).digest() != entry[:DIGEST_BYTES]:
-        return None
     record = FactsUnpickler(io.BytesIO(body)).load()
     if type(record) is not tuple or len(record) != 8 or record[0] != key or type(record[2]) is not BinaryInfo:
         return None
