@@ -156,6 +156,24 @@ PLATFORM_PITFALLS: list[dict[str, str]] = [
         "text": "official Windows HIP SDKs do not include MIOpen: ZLUDA's cuDNN needs a HIP SDK "
                 "build that has MIOpen.dll",
     },
+    # where to get MIOpen, said in cuDNN's host gap ("install MIOpen from ..."): ZLUDA's cuDNN goes to
+    # MIOpen (vosen/ZLUDA@v6-preview.69 zluda_dnn/src/lib.rs:128-188; Windows: MIOpen.dll next to ZLUDA or
+    # in %HIP_PATH%\bin, line 140; Linux: linked, ext/miopen-sys/build.rs:5-6)
+    {
+        "id": "miopen-install-windows",
+        "platform": "windows",
+        "text": "a HIP SDK build that ships MIOpen.dll (the official AMD HIP SDK does not): ZLUDA's docs name "
+                "TheRock's ROCm SDK nightly tarballs (therock-dist-windows-gfx<arch> from "
+                "therock-nightly-tarball.s3.amazonaws.com), unpacked with HIP_PATH set to that folder "
+                "(vosen/ZLUDA docs/src/hip_sdk.md)",
+    },
+    {
+        "id": "miopen-install-linux",
+        "platform": "linux",
+        "text": "ROCm's MIOpen package (apt-get install miopen-hip, rocm.docs.amd.com/projects/MIOpen: install), "
+                "which puts libMIOpen.so into /opt/rocm/lib: ZLUDA's libcudnn links it, so without it the "
+                "loader refuses ZLUDA's cuDNN",
+    },
     {
         "id": "hip-path-windows",
         "platform": "windows",

@@ -34,6 +34,8 @@ def first_run(verdicts: Iterable[Any]) -> dict[str, Any] | None:
     platforms = set()
     for v in verdicts:
         kernels = getattr(v.binary, "kernels", None)
+        if not getattr(v, "loaded", True):  # it never loads under ZLUDA: its PTX is never compiled
+            continue
         if kernels is None or kernels.state != "ptx-available":
             continue
         ptx = [e for e in kernels.entries if e.kind == "ptx" and not e.relocatable]

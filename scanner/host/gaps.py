@@ -115,12 +115,16 @@ def _library_gaps(host: HostReport, family: str, cuda: str, key: str, profiles: 
     amd = LIBRARIES[key][0]
     sdk = host.sdk
     lead = f"{cuda} calls go to {amd}"
+    # where to get it, where the rules say (gpus.toml [[pitfall]] miopen-install-<platform>)
+    source = f"{key}-install-{host.platform}"
+    install = f"install {amd} from {profiles.pitfall(source)}" if source in profiles.pitfalls else ""
     if sdk is None:
         what = "the HIP SDK" if host.platform == "windows" else "ROCm"
-        return [Gap(family, "no-hip-sdk", f"{lead}, which needs {what}: none was found; install {what}")]
+        return [Gap(family, "no-hip-sdk", f"{lead}, which needs {what}: none was found; install {what}"
+                                          + (f"; {install}" if install else ""))]
     if not sdk.has(key):
         return [Gap(family, "library-missing", f"{lead}, which this HIP SDK ({sdk.label}) does not include: "
-                                               f"install a HIP SDK (ROCm) release that ships {amd}")]
+                                               + (install or f"install a HIP SDK (ROCm) release that ships {amd}"))]
     reasons = []
     gfx, override = effective_gfx(host)
     if key in KERNEL_LIBRARIES and gfx is not None:

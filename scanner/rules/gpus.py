@@ -51,7 +51,8 @@ __all__ = [
 GPU_PROFILES_FILE = Path("gpus.toml")
 FAMILIES: tuple[str, ...] = ("rdna4", "rdna3", "rdna2", "rdna1", "gcn5", "gcn4")
 #: platform pitfalls the host code refers to; the shipped file must define them
-PITFALL_IDS: tuple[str, ...] = ("hsa-override-windows", "miopen-windows", "hip-path-windows")
+PITFALL_IDS: tuple[str, ...] = ("hsa-override-windows", "miopen-windows", "hip-path-windows",
+                                 "miopen-install-windows", "miopen-install-linux")
 
 _GFX_RE = re.compile(r"^gfx[0-9a-f]{3,4}$")
 _PCI_RE = re.compile(r"^[0-9A-F]{4}$")

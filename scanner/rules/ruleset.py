@@ -55,6 +55,7 @@ from cuda4amd.rules.runtime import (
     load_generator_files,
     load_name_files,
 )
+from cuda4amd.rules.sublibraries import SUBLIBRARIES_FILE, Split, load_split_files
 from cuda4amd.rules.system import SYSTEM_FILE, SystemGroup, SystemNames, check_kinds, load_system
 from cuda4amd.rules.validate import PLATFORMS, Provenance, RulesError, basename, shipped_rules_dir
 
@@ -196,6 +197,13 @@ class RuleSet:
         return load_name_files([d / NAMES_FILE for d in self.runtime_dirs if (d / NAMES_FILE).is_file()])
 
     @cached_property
+    def splits(self) -> tuple[Split, ...]:
+        """Front-ends and the sub-libraries only they load (runtime/sublibraries.toml of every rules
+        folder, each optional), parsed on first use; they add up."""
+        return load_split_files([d / SUBLIBRARIES_FILE for d in self.runtime_dirs
+                                 if (d / SUBLIBRARIES_FILE).is_file()])
+
+    @cached_property
     def generators(self) -> tuple[Generator, ...]:
         """The code generators of every rules folder's runtime/generators.toml, parsed on first use;
         a later folder's generator replaces an earlier one of the same id."""
@@ -287,9 +295,9 @@ class _Loading:
                 raise RulesError(folder, "shipped rules folder is missing")
             return
         for p in _toml_files(folder):
-            if p.name not in (NAMES_FILE, GENERATORS_FILE):
-                raise RulesError(p, f"unknown rules file (expected {RUNTIME_DIR}/{NAMES_FILE} or "
-                                    f"{RUNTIME_DIR}/{GENERATORS_FILE})")
+            if p.name not in (NAMES_FILE, GENERATORS_FILE, SUBLIBRARIES_FILE):
+                raise RulesError(p, f"unknown rules file (expected {RUNTIME_DIR}/{NAMES_FILE}, "
+                                    f"{RUNTIME_DIR}/{GENERATORS_FILE} or {RUNTIME_DIR}/{SUBLIBRARIES_FILE})")
         for required in (NAMES_FILE, GENERATORS_FILE):
             if is_shipped and not (folder / required).is_file():
                 raise RulesError(folder / required, "shipped rules file is missing")
@@ -344,7 +352,7 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
 
     Every folder has the same layout, each file optional in an extra folder:
     ``families.toml``, ``system.toml``, ``gpus.toml``, ``frameworks/<id>.toml``,
-    ``kernels/*.toml``, ``runtime/names.toml``, ``runtime/generators.toml``,
+    ``kernels/*.toml``, ``runtime/names.toml``, ``runtime/generators.toml``, ``runtime/sublibraries.toml``,
     ``zluda/releases.toml``, ``zluda/<tag>.toml``. Extra folders add families,
     unknown-name patterns, system groups, releases and pins (re-using a
     family id, a release tag or a pin raises RulesError); they add or replace
@@ -370,4 +378,5 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
     if len(rules.runtime_dirs) > 1:
         rules.names  # noqa: B018 - likewise for the extra run-time names
         rules.generators  # noqa: B018 - and the extra code generators
+        rules.splits  # noqa: B018 - and the extra front-end splits
     return rules

@@ -22,6 +22,7 @@ from cuda4amd.rules.ruleset import RuleSet, load_rules
 from cuda4amd.scan import discover as discovery
 from cuda4amd.scan.classify import binary_identities, classify_edges, in_tree_identities
 from cuda4amd.scan.distributions import Distribution, find_distributions, owners_of
+from cuda4amd.scan.frontends import not_loaded_sublibraries
 from cuda4amd.scan.graph import Edge, dependency_graph, resolve_edges
 from cuda4amd.scan.packages import PackageVerdict, package_verdicts
 from cuda4amd.scan.read.byname import expand_template
@@ -174,9 +175,12 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     identities.update(judged_in_tree)
     dependencies = classify_edges(by_path, edges, rules, release, judged_in_tree)
     redirected = {d.identity.family for d in dependencies if d.identity.route == "redirect"}
+    # and the replaced libraries themselves: what takes their place needs its AMD library on the host
+    redirected |= {i.family for i in identities.values() if i.route == "redirect" and i.family}
     gaps = host_gaps(host, redirected, rules=rules) if judge_host and host is not None else {}
     unseen = unseen_loaders(binaries, dependencies, identities, rules)
-    verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen)
+    not_loaded = not_loaded_sublibraries(binaries, dependencies, identities, rules, release)
+    verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen, not_loaded)
     packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
     _locate_loads(packages, binaries, distributions, frameworks)
     errors = found.errors + read_errors

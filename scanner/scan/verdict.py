@@ -17,6 +17,7 @@ from typing import Protocol
 from cuda4amd.model import FileError, ScannedBinary
 from cuda4amd.rules.kernels import PtxAcceptance
 from cuda4amd.scan.classify import Dependency, Identity
+from cuda4amd.scan.frontends import REPLACED, NotLoaded
 from cuda4amd.scan.read.demangle import demangled_names, shown
 from cuda4amd.words import counted
 
@@ -43,6 +44,8 @@ class BinaryVerdict:
     notes: list[str] = field(default_factory=list)
     #: what it imports statically that was found nowhere (not beside it, in the tree nor a system library)
     missing: list[str] = field(default_factory=list)
+    #: False for a library that never loads under ZLUDA (a sub-library only a replaced front-end loads)
+    loaded: bool = True
 
     @property
     def reasons(self) -> list[str]:
@@ -65,25 +68,33 @@ def decide(
     host_gaps: dict[str, list[str]] | None = None,
     ptx: PtxAcceptance | None = None,
     unseen_loaders: Mapping[str, str] | None = None,
+    not_loaded: Mapping[str, NotLoaded] | None = None,
 ) -> list[BinaryVerdict]:
     """Verdicts per binary. `host_gaps` (family -> reasons the host cannot
     serve it; "driver_api" ones hit every CUDA user) comes from cuda4amd.host;
     `ptx`: what the ZLUDA release does with module PTX (rules/kernels/), None
     when nothing is known about it; `unseen_loaders` (path -> reason, from
-    cuda4amd.scan.routes): binaries that use CUDA with no visible loader."""
+    cuda4amd.scan.routes): binaries that use CUDA with no visible loader; `not_loaded` (path -> why, from
+    cuda4amd.scan.frontends): sub-libraries that only a front-end ZLUDA replaces loads, judged as what
+    takes that front-end's place."""
+    not_loaded = not_loaded or {}
     by_source: dict[str, list[Dependency]] = {b.path: [] for b in binaries}
     for dep in dependencies:
         by_source[dep.edge.source].append(dep)
     results = {b.path: BinaryVerdict(b, identities[b.path], by_source[b.path]) for b in binaries}
     for result in results.values():
-        _judge_own(result, ptx)
+        why = not_loaded.get(result.binary.path)
+        if why is not None:
+            _judge_not_loaded(result, why)
+        else:
+            _judge_own(result, ptx)
         unseen = (unseen_loaders or {}).get(result.binary.path)
         if unseen and result.verdict in ("ready", "no-cuda"):
             result.worsen("degraded", unseen)  # its CUDA comes some way the scan cannot see
-        _judge_host(result, host_gaps or {})
-    _propagate(results)
+        _judge_host(result, host_gaps or {}, why)
+    _propagate(results, set(not_loaded))
     if any(_judge_missing(result) for result in results.values()):
-        _propagate(results)  # what loads a binary that now misses a library is no better than it
+        _propagate(results, set(not_loaded))  # what loads a binary that now misses a library is no better than it
     return [results[b.path] for b in binaries]
 
 
@@ -196,8 +207,29 @@ def _judge_missing(result: BinaryVerdict) -> bool:
     return changed
 
 
-def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]]) -> None:
-    if result.verdict == "no-cuda" or result.identity.route in ("redirect", "stub"):
+def _judge_not_loaded(result: BinaryVerdict, why: NotLoaded) -> None:
+    """A sub-library only a replaced front-end loads: what runs in its place is ZLUDA's front-end, so it
+    is judged as that (its own kernels and imports never load)."""
+    split, front = why.split, why.front
+    result.loaded = False
+    lead = (f"{split.name} sub-library loaded only by NVIDIA's {split.front} (or another sub-library), which "
+            f"ZLUDA's {front.replacement} replaces: it is not loaded under ZLUDA")
+    if front.route == "stub":
+        result.worsen("degraded", f"{lead}, and every function of ZLUDA's {front.replacement} returns NOT_SUPPORTED")
+    else:
+        result.worsen("ready", lead)
+
+
+def _judge_host(result: BinaryVerdict, gaps: dict[str, list[str]], not_loaded: NotLoaded | None = None) -> None:
+    if result.verdict == "no-cuda":
+        return
+    if result.identity.route in REPLACED or not_loaded is not None:
+        # what takes its place is ZLUDA's library, which needs the family's AMD library on this host
+        # (ZLUDA's cuDNN: MIOpen): without it, that library serves no call
+        route = not_loaded.front.route if not_loaded is not None else result.identity.route
+        if route == "redirect":
+            for gap in gaps.get(result.identity.family or "", ()):
+                result.worsen("blocked", f"this host: {gap}")
         return
     for gap in gaps.get("driver_api", ()):
         result.worsen("blocked", f"this host: {gap}")
@@ -303,11 +335,11 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if missing:
             listed = _names(missing)
             if eager:
-                result.worsen("blocked", f"{name}: {counted(len(missing), 'imported function')} not exported by ZLUDA's "
-                                         f"{ident.replacement} ({listed}); the loader refuses this binary")
+                result.worsen("blocked", f"{name}: {counted(len(missing), 'imported function')} not exported by "
+                                         f"ZLUDA's {ident.replacement} ({listed}); the loader refuses this binary")
             else:
-                result.worsen("degraded", f"{name} ({LOADED[load]}): {counted(len(missing), 'function')} not exported by "
-                                          f"ZLUDA's {ident.replacement} ({listed}); calling them fails")
+                result.worsen("degraded", f"{name} ({LOADED[load]}): {counted(len(missing), 'function')} not "
+                                          f"exported by ZLUDA's {ident.replacement} ({listed}); calling them fails")
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call "
                                       "returns NOT_SUPPORTED")
@@ -335,10 +367,13 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         result.worsen("ready")
 
 
-def _propagate(results: dict[str, BinaryVerdict]) -> None:
+def _propagate(results: dict[str, BinaryVerdict], not_loaded: set[str] | None = None) -> None:
+    """Verdicts along the graph; a binary that never loads (a sub-library only a replaced front-end
+    loads) passes nothing on from what it would load."""
     links = [
         (result, dep)
         for result in results.values()
+        if result.binary.path not in (not_loaded or ())
         for dep in result.dependencies
         # in the tree, or read through --search-path
         if dep.edge.resolved in results and dep.edge.resolved != result.binary.path

@@ -37,6 +37,12 @@ HIP_ENV = {"HIP_PATH": SDK64 + "\\", "HIP_PATH_64": SDK64 + "\\"}
 XTX = HipRuntimeResult(library="amdhip64_6.dll", version="6.2.41512",
                        devices=(HipDevice("AMD Radeon RX 7900 XTX", "gfx1100"),))
 
+#: where the host gap of cuDNN says to get MIOpen on Windows (rules/gpus.toml [[pitfall]] miopen-install-windows)
+MIOPEN_WINDOWS = ("install MIOpen from a HIP SDK build that ships MIOpen.dll (the official AMD HIP SDK does not): "
+                  "ZLUDA's docs name TheRock's ROCm SDK nightly tarballs (therock-dist-windows-gfx<arch> from "
+                  "therock-nightly-tarball.s3.amazonaws.com), unpacked with HIP_PATH set to that folder "
+                  "(vosen/ZLUDA docs/src/hip_sdk.md)")
+
 
 @pytest.fixture(scope="module")
 def rules():
@@ -88,7 +94,8 @@ def test_windows_rx7900xtx_hipsdk64_is_ready(win):
 
     gaps = host_gaps(host, set(REDIRECTED_FAMILIES))
     assert gaps == {"driver_api": [], "blas": [], "blaslt": [], "sparse": [], "fft": [],
-                    "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: install a HIP SDK (ROCm) release that ships MIOpen"]}
+                    "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: "
+                            + MIOPEN_WINDOWS]}
     ready = readiness(host)
     assert ready.level == "ready"
     assert ready.headline.startswith("READY: AMD Radeon RX 7900 XTX (gfx1100) with HIP SDK 6.4")
@@ -469,7 +476,7 @@ def test_recorded_report_judges_another_machine():
     assert host_gaps(host, {"blas", "dnn", "solver"}) == {
         "blas": ["cuBLAS calls go to rocBLAS, which has no kernels for gfx1031 (AMD ships none for this GPU)"
                  ": add third-party Tensile kernels for gfx1031 to the SDK's bin\\rocblas\\library"],
-        "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: install a HIP SDK (ROCm) release that ships MIOpen"]}
+        "dnn": ["cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: " + MIOPEN_WINDOWS]}
 
 
 @pytest.mark.parametrize(("mutate", "message"), [
@@ -552,7 +559,8 @@ def test_gaps_are_structured_and_the_family_library_map_is_rule_data(win, tmp_pa
     host = detect_host(win(sdk_root=False))
     gaps = find_gaps(host, ["driver_api", "blas", "dnn", "fft", "solver"])
     assert gaps == [Gap("blas", "no-hip-sdk", "cuBLAS calls go to rocBLAS, which needs the HIP SDK: none was found; install the HIP SDK"),
-                    Gap("dnn", "no-hip-sdk", "cuDNN calls go to MIOpen, which needs the HIP SDK: none was found; install the HIP SDK")]
+                    Gap("dnn", "no-hip-sdk", "cuDNN calls go to MIOpen, which needs the HIP SDK: none was found; "
+                                             "install the HIP SDK; " + MIOPEN_WINDOWS)]
     assert all(g.code in GAP_CODES for g in gaps)
     unset = detect_host(win(env={}))  # the SDK is there, HIP_PATH is not
     assert {g.code for g in find_gaps(unset, ["blas"])} == {"hip-path-unset"}

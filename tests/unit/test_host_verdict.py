@@ -14,6 +14,12 @@ from cuda4amd.host.testing import build_tree, windows_probes
 ROCM = "C:\\Program Files\\AMD\\ROCm"
 HIP_ENV = {"HIP_PATH": ROCM + "\\6.4\\", "HIP_PATH_64": ROCM + "\\6.4\\"}
 
+#: where the host gap of cuDNN says to get MIOpen on Windows (rules/gpus.toml [[pitfall]] miopen-install-windows)
+MIOPEN_WINDOWS = ("install MIOpen from a HIP SDK build that ships MIOpen.dll (the official AMD HIP SDK does not): "
+                  "ZLUDA's docs name TheRock's ROCm SDK nightly tarballs (therock-dist-windows-gfx<arch> from "
+                  "therock-nightly-tarball.s3.amazonaws.com), unpacked with HIP_PATH set to that folder "
+                  "(vosen/ZLUDA docs/src/hip_sdk.md)")
+
 
 def recorded_host(tmp_path, name: str, gfx: str) -> str:
     """A Windows machine with HIP SDK 6.4 (real rocBLAS file names), as `doctor --format json` saves it."""
@@ -45,7 +51,8 @@ def test_gfx1031_has_no_rocblas_kernels(tmp_path):
         ": add third-party Tensile kernels for gfx1031 to the SDK's bin\\rocblas\\library"
     assert binaries["tool.exe"]["verdict"] == "blocked"  # it needs render.dll
     denoise = binaries["plugins/denoise.dll"]
-    assert denoise["reasons"] == ["this host: cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not include: install a HIP SDK (ROCm) release that ships MIOpen"]
+    assert denoise["reasons"] == ["this host: cuDNN calls go to MIOpen, which this HIP SDK (6.4, Windows) does not "
+                                  "include: " + MIOPEN_WINDOWS]
     assert report["verdict"] == "blocked"
 
 
