@@ -43,6 +43,7 @@ from cuda4amd.rules.validate import (
 )
 
 __all__ = [
+    "BACKEND_EMITS",
     "EMITS",
     "GENERATORS_FILE",
     "NAMES_FILE",
@@ -50,6 +51,7 @@ __all__ = [
     "RUNTIME_DIR",
     "SWITCH_EMITS",
     "Generator",
+    "GeneratorBackend",
     "GeneratorSwitch",
     "NameRules",
     "NameTemplate",
@@ -71,6 +73,10 @@ EMITS: tuple[str, ...] = ("ptx", "sass")
 #: what a switch makes it do: emit PTX, or generate nothing at all
 SWITCH_EMITS: tuple[str, ...] = ("ptx", "sass", "none")
 NEEDED: tuple[str, ...] = ("always", "optional")
+#: what a backend of a generator makes instead: AMD code objects that the HIP runtime loads (not through ZLUDA)
+BACKEND_EMITS: tuple[str, ...] = ("hsaco",)
+#: what a backend needs on the host (cuda4amd.host: the HIP SDK, Linux: ROCm)
+BACKEND_NEEDS: tuple[str, ...] = ("hip-sdk",)
 _STEM_RE = re.compile(r"^[A-Za-z][A-Za-z0-9_]{2,39}$")
 #: a version inside a would-be stem ("cufft64_10", "nvinfer_10"): not a stem
 _VERSIONED = re.compile(r"64_|_\d")
@@ -371,6 +377,30 @@ class GeneratorSwitch:
 
 
 @dataclass(frozen=True)
+class GeneratorBackend:
+    """A backend a generator's distribution may ship that compiles for AMD GPUs itself (Triton's AMD backend)."""
+
+    id: str
+    name: str
+    files: tuple[str, ...]  # distribution files (RECORD paths) that show it ships
+    #: files of another GPU backend: when one ships too, that one is taken under ZLUDA's CUDA build
+    unless: tuple[str, ...]
+    emits: str  # "hsaco"
+    needs: str  # "hip-sdk": the HIP SDK (ROCm) on the host
+    how: str
+    taken: str  # when it is taken under ZLUDA, and what it takes (one sentence, with sources)
+    not_taken: str  # why it is not when another backend ships too
+    instead: str = ""  # advice when it ships but is not taken
+    confidence: str = "verified"
+
+    def ships(self, files: frozenset[str]) -> bool:
+        return any(f in files for f in self.files)
+
+    def is_taken(self, files: frozenset[str]) -> bool:
+        return self.ships(files) and not any(f in files for f in self.unless)
+
+
+@dataclass(frozen=True)
 class Generator:
     """A framework component that makes GPU code while the program runs."""
 
@@ -386,6 +416,12 @@ class Generator:
     confidence: str = "verified"
     #: names that count only when the package holds CUDA binaries (CPU builds share the name)
     with_cuda: tuple[str, ...] = ()
+    #: backends its distribution may ship that make AMD code instead ([[generator.backend]])
+    backends: tuple[GeneratorBackend, ...] = ()
+
+    def backend_in(self, files: frozenset[str]) -> GeneratorBackend | None:
+        """The first of its backends that the distribution with these files ships, or None."""
+        return next((b for b in self.backends if b.ships(files)), None)
 
     def matches(self, distribution_name: str, has_cuda: bool = True) -> bool:
         name = canonical_name(distribution_name)
@@ -401,7 +437,11 @@ class Generator:
 _GEN_REQUIRED: Schema = {"id": is_nonempty_str, "name": is_nonempty_str, "distributions": is_str_list,
                          "emits": is_str, "needed": is_str, "how": is_nonempty_str}
 _GEN_OPTIONAL: Schema = {"zluda": is_str, "confidence": is_str, "with_cuda": is_str_list,
-                         "switch": lambda v: isinstance(v, list)}
+                         "switch": lambda v: isinstance(v, list), "backend": lambda v: isinstance(v, list)}
+_BACKEND_REQUIRED: Schema = {"id": is_nonempty_str, "name": is_nonempty_str, "files": is_str_list,
+                             "unless": is_str_list, "emits": is_str, "needs": is_str, "how": is_nonempty_str,
+                             "taken": is_nonempty_str, "not_taken": is_nonempty_str}
+_BACKEND_OPTIONAL: Schema = {"instead": is_str, "confidence": is_str}
 _SWITCH_REQUIRED: Schema = {"setting": is_nonempty_str, "kind": is_str, "emits": is_str}
 _SWITCH_OPTIONAL: Schema = {"note": is_str, "confidence": is_str}
 
@@ -448,10 +488,25 @@ def _load_generators_file(path: Path) -> list[Generator]:
             choice(path, swhere, "confidence", sw.get("confidence"), CONFIDENCE)
             switches.append(GeneratorSwitch(sw["setting"], sw["kind"], sw["emits"], sw.get("note", ""),
                                             sw.get("confidence", "verified")))
+        backends = [_backend(path, f"{where} backend #{k + 1}", brow) for k, brow in enumerate(g.get("backend", []))]
         out.append(Generator(g["id"], g["name"], tuple(g["distributions"]), g["emits"], g["needed"], g["how"],
                              prov.sources, tuple(switches), g.get("zluda", ""),
-                             g.get("confidence", "verified"), tuple(g.get("with_cuda", ()))))
+                             g.get("confidence", "verified"), tuple(g.get("with_cuda", ())), tuple(backends)))
     return out
+
+
+def _backend(path: Path, where: str, row: object) -> GeneratorBackend:
+    b = check(path, where, row, _BACKEND_REQUIRED, _BACKEND_OPTIONAL)
+    if not ID_RE.match(b["id"]):
+        raise RulesError(path, f"{where}: id must match {ID_RE.pattern}, got {b['id']!r}")
+    choice(path, where, "emits", b["emits"], BACKEND_EMITS)
+    choice(path, where, "needs", b["needs"], BACKEND_NEEDS)
+    choice(path, where, "confidence", b.get("confidence"), CONFIDENCE)
+    if not b["files"] or not all(f.strip() and not f.startswith("/") and "\\" not in f for f in b["files"]):
+        raise RulesError(path, f"{where}: 'files' must list distribution paths ('pkg/sub/file.py')")
+    return GeneratorBackend(b["id"], b["name"], tuple(b["files"]), tuple(b["unless"]), b["emits"], b["needs"],
+                            b["how"], b["taken"], b["not_taken"], b.get("instead", ""),
+                            b.get("confidence", "verified"))
 
 
 def generators_for(distribution_name: str, generators: Iterable[Generator],

@@ -15,6 +15,10 @@ best `partial` (a setting makes it emit PTX, or only some features use it)
 and `blocked` when every GPU operation goes through it and no setting gives
 ZLUDA PTX it can run; a distribution with such a generator and no CUDA
 binary (pure Python, e.g. numba-cuda) gets a package verdict all the same.
+A generator whose distribution ships a backend that compiles for AMD GPUs
+itself and is the one taken under ZLUDA (Triton's AMD backend, when no
+NVIDIA backend ships beside it) hands ZLUDA nothing: it is judged by what
+that backend needs on the host (the HIP SDK), not as SASS.
 `counts` and `summary` say what the verdict rests on, in words that agree
 with the numbers.
 """
@@ -29,7 +33,7 @@ from cuda4amd.model import platform_of
 from cuda4amd.rules.frameworks import Framework, advice_for, framework_for
 from cuda4amd.rules.releases import ZludaRelease
 from cuda4amd.rules.ruleset import RuleSet
-from cuda4amd.rules.runtime import Generator, generators_for
+from cuda4amd.rules.runtime import Generator, GeneratorBackend, generators_for
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.distributions import Distribution
 from cuda4amd.scan.verdict import BinaryVerdict, overall
@@ -60,6 +64,8 @@ class PackageVerdict:
     # what the verdict rests on: "extension-modules" or "binaries", and how many are in each state
     counts: dict = field(default_factory=dict)
     summary: str = ""
+    #: clauses the summary ends with (a generator's AMD backend taken under ZLUDA)
+    summary_notes: list[str] = field(default_factory=list, repr=False)
 
 
 def is_extension_module(path: str) -> bool:
@@ -73,7 +79,10 @@ def package_verdicts(
     frameworks: Sequence[Framework],
     rules: RuleSet,
     release: ZludaRelease,
+    *,
+    hip_sdk: bool | None = None,
 ) -> list[PackageVerdict]:
+    """`hip_sdk`: whether the host has the HIP SDK (ROCm); None when the host was not examined."""
     by_name: dict[str, list[BinaryVerdict]] = {}
     for verdict in verdicts:
         if verdict.binary.distribution:
@@ -114,9 +123,11 @@ def package_verdicts(
         if unrouted and package.verdict in ("ready", "no-cuda"):
             package.verdict = "partial"  # what it loads by name fails: never a plain ready
         own = package.verdict  # what its binaries (and by-name loads) say, before its generators
-        sass = [g for g in generators if _apply_generator(package, g)]
+        sass = [g for g in generators if _apply_generator(package, g, dist.files, hip_sdk)]
         package.counts, package.summary = _summary(own, judged, "extension-modules" if extensions else "binaries",
                                                    unrouted)
+        for note in package.summary_notes:
+            package.summary += f"; {note}"
         if sass:  # the numbers say what is on disk; the generator, why that is not the verdict
             makers = "; ".join(g.name for g in sass)
             many = len(sass) > 1
@@ -142,10 +153,19 @@ def generator_entry(generator: Generator) -> dict:
     }
 
 
-def _apply_generator(package: PackageVerdict, generator: Generator) -> bool:
-    """Record the generator on the package and judge by what it emits;
+def _apply_generator(package: PackageVerdict, generator: Generator, files: frozenset[str] = frozenset(),
+                     hip_sdk: bool | None = None) -> bool:
+    """Record the generator on the package and judge by what it emits (or by the AMD backend it takes);
     returns whether it hands the driver SASS (and so decides against ready)."""
-    package.generators.append(generator_entry(generator))
+    entry = generator_entry(generator)
+    package.generators.append(entry)
+    backend = generator.backend_in(files)
+    if backend is not None:
+        taken = backend.is_taken(files)
+        entry["backend"] = {"id": backend.id, "taken": taken, "emits": backend.emits, "confidence": backend.confidence}
+        if taken:
+            _apply_backend(package, generator, backend, hip_sdk)
+            return False
     if generator.emits == "ptx":
         return False
     # settings that help under ZLUDA: PTX output (unless no PTX route reaches ZLUDA), or no generation
@@ -154,6 +174,10 @@ def _apply_generator(package: PackageVerdict, generator: Generator) -> bool:
     what = f"{generator.name} generates GPU code at run time as SASS (a cubin): {generator.how}; ZLUDA runs only PTX"
     if generator.zluda:
         what += f" ({generator.zluda})"
+    if backend is not None:  # it ships one that makes AMD code, which is not the one taken under ZLUDA
+        what += f"; it ships its {backend.name} too, but {backend.not_taken}"
+        if backend.instead and backend.instead not in package.advice:
+            package.advice.append(backend.instead)
     # every GPU operation needs it and nothing makes it emit PTX: nothing of it runs
     # ("generate nothing" then means "do not use it", which is advice, not a way to run)
     verdict = "blocked" if generator.needed == "always" and not to_ptx else "partial"
@@ -171,6 +195,26 @@ def _apply_generator(package: PackageVerdict, generator: Generator) -> bool:
         if advice not in package.advice:
             package.advice.append(advice)
     return True
+
+
+def _apply_backend(package: PackageVerdict, generator: Generator, backend: GeneratorBackend,
+                   hip_sdk: bool | None) -> None:
+    """The generator's AMD backend is the one taken: its kernels are HIP code objects the HIP runtime runs
+    beside ZLUDA, so it is gated by the host's HIP SDK, not judged as SASS."""
+    caveat = " (read from its source, not run)" if backend.confidence != "verified" else ""
+    package.summary_notes.append(f"run-time code generator: {generator.name} through its {backend.name} "
+                                 f"(HIP code objects, beside ZLUDA{caveat})")
+    if package.verdict == "no-cuda":  # GPU work all the same: through the HIP runtime, beside ZLUDA
+        package.verdict = "ready"
+    if hip_sdk is False:
+        what = (f"this host: {generator.name}'s {backend.name} {backend.how}; this host has no HIP SDK (ROCm): "
+                "install it, with HIP_PATH set on Windows")
+        if PACKAGE_RANK["blocked"] > PACKAGE_RANK.get(package.verdict, -1):
+            package.verdict = "blocked"
+        package.reasons.insert(0, what)
+    advice = f"{generator.name}: {backend.taken}"
+    if advice not in package.advice:
+        package.advice.append(advice)
 
 
 def _summary(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted: bool) -> tuple[dict, str]:

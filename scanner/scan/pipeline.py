@@ -181,7 +181,9 @@ def run_scan(options: ScanOptions, progress: Progress | None = None, rules: Rule
     unseen = unseen_loaders(binaries, dependencies, identities, rules)
     not_loaded = not_loaded_sublibraries(binaries, dependencies, identities, rules, release)
     verdicts = decide(binaries, dependencies, identities, gaps, rules.ptx.get(release.tag), unseen, not_loaded)
-    packages = package_verdicts(verdicts, distributions, frameworks, rules, release) if distributions else []
+    hip_sdk = (host.sdk is not None) if judge_host and host is not None else None  # None: not examined
+    packages = (package_verdicts(verdicts, distributions, frameworks, rules, release, hip_sdk=hip_sdk)
+                if distributions else [])
     _locate_loads(packages, binaries, distributions, frameworks)
     errors = found.errors + read_errors
     if focus is not None:
