@@ -315,9 +315,11 @@ def _sdk_checks(host: HostReport, profiles: GpuProfiles, libraries: Mapping[str,
         cuda = cuda_names[key]
         st = sdk.libraries.get(key)
         if st is None or not st.present:
-            step = ("for cuDNN apps, use a HIP SDK build that includes MIOpen.dll (" +
-                    profiles.pitfall("miopen-windows").split(":")[0] + ") or turn cuDNN off in the app"
-                    if key == "miopen" and win else f"install {name} (a HIP SDK / ROCm that includes it)")
+            source = f"{key}-install-{host.platform}"  # where the rules say to get it (gpus.toml pitfalls)
+            step = (f"install {name} from {profiles.pitfall(source)}" if source in profiles.pitfalls
+                    else f"install {name} (a HIP SDK / ROCm that includes it)")
+            if key == "miopen":
+                step += ", or turn cuDNN off in the app"
             checks.append(Check("library", "missing", f"{name}: missing — {cuda} calls will fail", step))
             continue
         text = f"{name}: {st.file}"

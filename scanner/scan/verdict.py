@@ -89,7 +89,7 @@ def decide(
         else:
             _judge_own(result, ptx)
         unseen = (unseen_loaders or {}).get(result.binary.path)
-        if unseen and result.verdict in ("ready", "no-cuda"):
+        if unseen and why is None and result.verdict in ("ready", "no-cuda"):
             result.worsen("degraded", unseen)  # its CUDA comes some way the scan cannot see
         _judge_host(result, host_gaps or {}, why)
     _propagate(results, set(not_loaded))

@@ -97,3 +97,14 @@ def test_splits_are_rule_data_and_checked(tmp_path):
         load_rules([tmp_path / "extra"])
     (runtime / "sublibraries.toml").write_text(bad.format(front="cudnn64_9.dll", sub="^acme_sub64_9\\.dll$"))
     assert load_rules([tmp_path / "extra"]).splits[-1].is_sub("acme_sub64_9.dll", "windows")
+
+
+def test_doctor_names_the_gap_and_where_to_get_miopen(tmp_path):
+    from cuda4amd.host import load_host_report
+    from cuda4amd.host.gaps import readiness
+
+    ready = readiness(load_host_report(recorded_host(tmp_path, miopen=False)))
+    assert "cuDNN calls go to MIOpen" in ready.headline and "install MIOpen from" in ready.headline
+    assert any(step.startswith("install MIOpen from a HIP SDK build that ships MIOpen.dll")
+               and step.endswith("or turn cuDNN off in the app") for step in ready.next_steps)
+    assert ready.gaps["dnn"]
