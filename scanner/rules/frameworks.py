@@ -35,6 +35,7 @@ from cuda4amd.rules.validate import (
     shipped_rules_dir,
     top_level,
 )
+from cuda4amd.words import said_once
 
 __all__ = [
     "CONFIDENCE",
@@ -365,7 +366,8 @@ def advice_for(framework: Framework, blocked_families: Iterable[str], kernel_sta
     """Advice lines for the families that are blocked or stubbed and, when
     `kernel_state` is "sass-only", for SASS-only kernels: the switches that
     avoid them (and those marked `recommended`), then the [[instead]] entries.
-    File order; no line twice.
+    File order; no line twice, nor a line whose settings an earlier one said
+    (cuda4amd.words.said_once).
 
     `platforms`: the target's ("windows", "linux"; empty: not known): a line
     for another platform is left out, and "[Windows only]" is said only when
@@ -392,7 +394,7 @@ def advice_for(framework: Framework, blocked_families: Iterable[str], kernel_sta
     for alt in framework.instead:
         if alt.when in hit and fits(alt.platform) and (not alt.uses or can_run is None or can_run(alt.uses)):
             lines.append(_finish(f"{framework.name}: {alt.advice}", alt.platform if mark else None, alt.confidence))
-    return list(dict.fromkeys(lines))
+    return said_once(lines)
 
 
 def _switch_line(fw: Framework, sw: Switch, avoided: list[str], mark: bool = True) -> str:

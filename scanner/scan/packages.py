@@ -45,7 +45,7 @@ from cuda4amd.rules.runtime import Generator, generators_for
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.distributions import Distribution
 from cuda4amd.scan.verdict import LEAST_RUNNABLE_SHARE, BinaryVerdict, overall
-from cuda4amd.words import counted
+from cuda4amd.words import counted, said_once
 
 SHOWN_REASONS = 5
 #: package verdicts in the order of how bad they are
@@ -231,8 +231,7 @@ def _apply_generator(package: PackageVerdict, generator: Generator, advise: bool
         advice = f"{generator.name}: {switch.setting}: it then {doing}{caveat}"
         if switch.note:
             advice += f"; {switch.note}"
-        if advice not in package.advice:
-            package.advice.append(advice)
+        package.advice = said_once([*package.advice, advice])  # a framework switch may say it already
     return True
 
 

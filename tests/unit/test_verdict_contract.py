@@ -439,3 +439,28 @@ def test_a_reason_several_binaries_share_is_said_once_per_package(tmp_path, scan
     from cuda4amd.report.grouping import own_reasons
 
     assert own_reasons(package) == []  # the binaries' own, not the package's
+
+
+def test_a_switch_is_said_once_in_a_cell_and_in_a_section(tmp_path, scan):
+    """torch (its Inductor generator) and triton (its framework switch and its generator) all say
+    TORCHDYNAMO_DISABLE=1: once in triton's advice, and once in Markdown's "What to try", for both."""
+    from cuda4amd.report import render
+
+    site = tmp_path / "site-packages"
+    install(site, "triton", "3.5.0", {"triton/_C/libtriton.so": FIXTURES / "elf" / "libplain.so"})
+    install(site, "torch", "2.9.0", {"torch/lib/libtorch_cuda.so": PTX_ONLY})
+    report = scan(site)
+    for package in report["packages"]:
+        assert sum("TORCHDYNAMO_DISABLE=1" in line for line in package["advice"]) <= 1, package["name"]
+    section = render("markdown", report).split("## What to try", 1)[1].split("\n## ", 1)[0]
+    assert section.count("TORCHDYNAMO_DISABLE=1") == 1
+    assert "**triton, torch**" in section
+
+
+def test_said_once_drops_repeats_and_lines_whose_settings_were_said():
+    from cuda4amd.words import said_once, settings
+
+    assert settings('set XLA_FLAGS="--a --b" and TORCHDYNAMO_DISABLE=1 (and no kernels)') == {
+        'XLA_FLAGS="--a --b"', "TORCHDYNAMO_DISABLE=1"}
+    assert said_once(["set A_B=1 so x", "Gen: A_B=1: it then generates nothing", "set A_B=1 so x", "set C_D=0",
+                      "no setting here", "no setting here"]) == ["set A_B=1 so x", "set C_D=0", "no setting here"]
