@@ -464,3 +464,15 @@ def test_said_once_drops_repeats_and_lines_whose_settings_were_said():
         'XLA_FLAGS="--a --b"', "TORCHDYNAMO_DISABLE=1"}
     assert said_once(["set A_B=1 so x", "Gen: A_B=1: it then generates nothing", "set A_B=1 so x", "set C_D=0",
                       "no setting here", "no setting here"]) == ["set A_B=1 so x", "set C_D=0", "no setting here"]
+
+
+@pytest.mark.parametrize(("platform", "expected", "left_out"), [
+    ("linux", "miopen-hip", "Windows HIP SDKs"),
+    ("windows", "Windows HIP SDKs", "miopen-hip"),
+])
+def test_the_cudnn_advice_fits_the_targets_platform(rules, platform, expected, left_out):
+    from cuda4amd.rules.frameworks import advice_for
+
+    torch = next(f for f in rules.frameworks if f.id == "torch")
+    lines = advice_for(torch, {"dnn"}, None, platforms={platform})
+    assert any(expected in line for line in lines) and not any(left_out in line for line in lines)
