@@ -130,11 +130,11 @@ def package_verdicts(
                     )
             platforms = {platform_of(v.binary.info.format) for v in owned}
             package.advice = advice_for(framework, troubled, _kernel_state(using), platforms=platforms,
-                                        can_run=functools.partial(_can_run, judged))
+                                        can_run=functools.partial(_can_run, judged, using))
         if unrouted and package.verdict in ("ready", "no-cuda"):
             package.verdict = "partial"  # what it loads by name fails: never a plain ready
         own = package.verdict  # what its binaries (and by-name loads) say, before its generators
-        runs = _can_run(judged, ())  # a setting of the package helps only where some of it can run
+        runs = _can_run(judged, using, ())  # a setting of the package helps only where some of it can run
         sass = [g for g in generators if _apply_generator(package, g, advise=runs)]
         package.counts, package.summary = _summary(own, judged, "extension-modules" if extensions else "binaries",
                                                    unrouted, len(cpu_only))
@@ -180,15 +180,15 @@ def is_cpu_part(verdict: BinaryVerdict, cuda_paths: Collection[str]) -> bool:
     return not any(dep.edge.resolved in cuda_paths for dep in verdict.dependencies if not dep.is_cuda)
 
 
-def _can_run(judged: Sequence[BinaryVerdict], uses: Sequence[str]) -> bool:
-    """Whether the part of a package that an advice line steers to can run: some of its GPU paths
-    (`judged`; with `uses`, those whose file name matches one of its globs) is not blocked. A part
-    `uses` names that the package does not have cannot run either."""
-    parts = [v for v in judged if not uses or any(fnmatch.fnmatch(posixpath.basename(v.binary.path).lower(),
-                                                                  glob.lower()) for glob in uses)]
-    if not parts:
-        return not uses  # no GPU path to judge by (what it loads by name, its generators decide)
-    return any(v.verdict != "blocked" for v in parts)
+def _can_run(judged: Sequence[BinaryVerdict], using: Sequence[BinaryVerdict], uses: Sequence[str]) -> bool:
+    """Whether the part of a package that an advice line steers to can run: with `uses`, some of its CUDA
+    binaries (`using`) whose file name matches one of those globs is not blocked (a part the package does
+    not have cannot run either); without, some of its GPU paths (`judged`) is not blocked."""
+    if uses:
+        return any(v.verdict != "blocked" for v in using
+                   if any(fnmatch.fnmatch(posixpath.basename(v.binary.path).lower(), glob.lower()) for glob in uses))
+    # no GPU path to judge by: what it loads by name and its generators decide, not this
+    return not judged or any(v.verdict != "blocked" for v in judged)
 
 
 def generator_entry(generator: Generator) -> dict:

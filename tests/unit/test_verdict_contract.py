@@ -267,14 +267,15 @@ TRT_BY_NAME = FIXTURES / "byname" / "libloader.so"  # degraded: dlopen()s libnvi
 TRT_LINKED = FIXTURES / "gpupaths" / "libtrt_user.so"  # blocked: NEEDED libnvinfer.so.10, libnvonnxparser.so.10
 
 
-def onnxruntime_like(tmp_path, cuda_provider, tensorrt_provider=TRT_BY_NAME, core=PROBE):
+def onnxruntime_like(tmp_path, cuda_provider, tensorrt_provider=TRT_BY_NAME, core=PROBE, **more):
     """onnxruntime-gpu laid out as its Linux wheel is: a CPU core that only loads the driver by name
-    (libonnxruntime.so), the CUDA and the TensorRT execution providers."""
+    (libonnxruntime.so), the CUDA and the TensorRT execution providers (and `more`: path -> source)."""
     site = tmp_path / "site-packages"
     install(site, "onnxruntime-gpu", "1.31.1", {
         "onnxruntime/capi/libonnxruntime.so.1.31.1": core,
         "onnxruntime/capi/libonnxruntime_providers_cuda.so": cuda_provider,
         "onnxruntime/capi/libonnxruntime_providers_tensorrt.so": tensorrt_provider,
+        **{f"onnxruntime/capi/{name}": source for name, source in more.items()},
     })
     return site
 
@@ -476,3 +477,13 @@ def test_the_cudnn_advice_fits_the_targets_platform(rules, platform, expected, l
     torch = next(f for f in rules.frameworks if f.id == "torch")
     lines = advice_for(torch, {"dnn"}, None, platforms={platform})
     assert any(expected in line for line in lines) and not any(left_out in line for line in lines)
+
+
+@pytest.mark.parametrize(("provider", "said"), [(PTX_ONLY, True), (SASS_ONLY, False)])
+def test_uses_is_judged_by_that_part_even_outside_the_verdicts_basis(tmp_path, scan, provider, said):
+    """A package judged by its extension modules: the switch still follows the CUDA provider's own verdict."""
+    extension = {"onnxruntime_pybind11_state.abi3.so": FIXTURES / "elf" / "app_driver"}  # a CUDA user (driver API)
+    site = onnxruntime_like(tmp_path, provider, tensorrt_provider=TRT_LINKED, **extension)
+    (package,) = scan(site)["packages"]
+    assert package["counts"]["basis"] == "extension-modules"
+    assert any("CUDAExecutionProvider" in line for line in package["advice"]) is said
