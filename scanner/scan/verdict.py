@@ -259,7 +259,8 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
                       + (f": {debug}" if debug else ""))
     else:
         share = failing_share(usable, total)
-        failing = f"the kernels of the other {total - usable} ({share} %) carry no PTX that ZLUDA can use (it runs only PTX)"
+        failing = (f"the kernels of the other {total - usable} ({share} %) carry no PTX that ZLUDA can use "
+                   "(it runs only PTX)")
         if usable / total < LEAST_RUNNABLE_SHARE:
             result.worsen("blocked", f"{owner}PTX in only {usable} of its {total} kernel modules: {failing}, so most "
                                      "of its GPU code cannot run under ZLUDA" + (f" ({debug})" if debug else ""))
@@ -318,11 +319,13 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if missing:
             listed = _names(missing)
             if eager:
-                result.worsen("blocked", f"{name}: {counted(len(missing), 'imported function')} not exported by ZLUDA's "
-                                         f"{ident.replacement} ({listed}); the loader refuses this binary")
+                imported = counted(len(missing), "imported function")
+                result.worsen("blocked", f"{name}: {imported} not exported by ZLUDA's {ident.replacement} ({listed}); "
+                                         "the loader refuses this binary")
             else:
-                result.worsen("degraded", f"{name} ({LOADED[load]}): {counted(len(missing), 'function')} not exported by "
-                                          f"ZLUDA's {ident.replacement} ({listed}); calling them fails")
+                functions = counted(len(missing), "function")
+                result.worsen("degraded", f"{name} ({LOADED[load]}): {functions} not exported by ZLUDA's "
+                                          f"{ident.replacement} ({listed}); calling them fails")
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call "
                                       "returns NOT_SUPPORTED")

@@ -1,4 +1,5 @@
-"""The real-wheel (acceptance) tests of tests/unit/test_verdict_contract.py: CUDA wheels from PyPI, downloaded on demand."""
+"""The real-wheel (acceptance) tests of tests/unit/test_verdict_contract.py: CUDA wheels from PyPI, downloaded on
+demand."""
 from __future__ import annotations
 
 import pytest
