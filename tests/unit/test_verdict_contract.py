@@ -487,3 +487,19 @@ def test_uses_is_judged_by_that_part_even_outside_the_verdicts_basis(tmp_path, s
     (package,) = scan(site)["packages"]
     assert package["counts"]["basis"] == "extension-modules"
     assert any("CUDAExecutionProvider" in line for line in package["advice"]) is said
+
+
+@pytest.mark.parametrize(("library", "set_by_fix"), [(FIXTURES / "elf" / "libplain.so", True), (SASS_ONLY, False)])
+def test_the_fix_sets_only_the_switches_the_advice_gives(tmp_path, rules, library, set_by_fix):
+    """Triton's recommended TORCHDYNAMO_DISABLE=1: advised (and set by --fix) while the package can run,
+    neither when its only GPU path is blocked."""
+    from cuda4amd.fix.plan.environment import environment
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    site = tmp_path / "site-packages"
+    install(site, "triton", "3.5.0", {"triton/_C/libtriton.so": library})
+    result = run_scan(ScanOptions(target=str(site), host="none"), rules=rules)
+    (package,) = result.packages
+    assert any("TORCHDYNAMO_DISABLE=1" in line for line in package.advice) is set_by_fix
+    variables = environment(result, rules, "linux", "place", None, False, None, [])
+    assert any(v.name == "TORCHDYNAMO_DISABLE" for v in variables) is set_by_fix
