@@ -189,7 +189,7 @@ EDITORIAL: dict[str, tuple[str, list[str], str, str]] = {
     "tensorrt": (
         "TensorRT", [], "blocked",
         "needs TensorRT, which has no AMD route through ZLUDA: use the app's non-TensorRT "
-        "backend (e.g. ONNX Runtime CUDA provider) if it has one",
+        "backend if it has one that can run",
     ),
     "nccl": (
         "NCCL", [], "blocked",

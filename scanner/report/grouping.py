@@ -68,12 +68,17 @@ def binary_counts(package: dict, by_path: dict[str, dict]) -> str:
     total = sum(counts.values())
     if not parts:
         return "no CUDA binaries"
-    return ", ".join(parts) + (" CUDA binary" if total == 1 else " CUDA binaries")
+    said = ", ".join(parts) + (" CUDA binary" if total == 1 else " CUDA binaries")
+    cpu_only = (package.get("counts") or {}).get("cpu_only", 0)
+    if cpu_only:  # ready, yet not part of the package verdict (scan/packages.py gpu_paths)
+        what = "is a CPU part: it only loads" if cpu_only == 1 else "are CPU parts: they only load"
+        said += f"; {cpu_only} of them {what} the CUDA driver by name, not counted in the verdict"
+    return said
 
 
 def own_reasons(package: dict) -> list[str]:
-    """A package's reasons that are not one of its binaries' (scan/packages.py words those "<file>: <reason>"),
-    e.g. what a framework rule says it loads by name."""
+    """A package's reasons that are not one of its binaries' (scan/packages.py words those "<file>: <reason>",
+    or "<file>, <file>: <reason>" for a reason several share), e.g. what a framework rule says it loads by name."""
     files = {path.rsplit("/", 1)[-1] for path in package.get("binaries") or []}
     return [r for r in package.get("reasons") or []
-            if r.split(": ", 1)[0] not in files and not r.startswith("… and ")]
+            if not set(r.split(": ", 1)[0].split(", ")) <= files and not r.startswith("… and ")]

@@ -34,7 +34,7 @@ from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
 from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
-from cuda4amd.words import counted
+from cuda4amd.words import counted, settings
 
 GITHUB_LIMIT = 65_536
 BUDGET = 60_000
@@ -253,11 +253,21 @@ class _Report:
         return f"\n\n… and {len(rest)} more ({detail})"
 
     def advice(self, level: Detail) -> str:
-        # one line per piece of advice, naming every package it is for
+        # one line per piece of advice, naming every package it is for; a line whose settings an earlier
+        # one already said (TORCHDYNAMO_DISABLE=1 for torch's Inductor and for Triton) adds its package there
         by_advice: dict[str, list[str]] = {}
+        by_setting: dict[str, str] = {}
         for package in self.packages:
             for advice in (package.get("advice") or [])[: level.items]:
-                by_advice.setdefault(advice, []).append(package["name"])
+                named = settings(advice)
+                earlier = {by_setting.get(s) for s in named}
+                if advice not in by_advice and named and None not in earlier and len(earlier) == 1:
+                    advice = earlier.pop() or advice
+                names = by_advice.setdefault(advice, [])
+                if package["name"] not in names:
+                    names.append(package["name"])
+                for setting in named:
+                    by_setting.setdefault(setting, advice)
         lines = []
         for advice, names in list(by_advice.items())[: level.rows]:
             who = ", ".join(text(n) for n in names[:3]) + (

@@ -12,7 +12,7 @@ from __future__ import annotations
 import fnmatch
 import os
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
@@ -35,6 +35,7 @@ from cuda4amd.rules.validate import (
     shipped_rules_dir,
     top_level,
 )
+from cuda4amd.words import said_once
 
 __all__ = [
     "CONFIDENCE",
@@ -93,6 +94,9 @@ class Switch:
     platform: str | None = None
     recommended: bool = False  # worth doing under ZLUDA whatever the scan found
     confidence: str = "verified"
+    #: file-name globs of the package's binaries it steers to (what must run under ZLUDA for it to help);
+    #: empty: the package as a whole
+    uses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -104,6 +108,9 @@ class Instead:
     note: str = ""
     platform: str | None = None
     confidence: str = "verified"
+    #: file-name globs of the package's own binaries it recommends ("use the CUDA execution provider");
+    #: empty: a replacement (another package or build), which relies on nothing of this one
+    uses: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -156,9 +163,9 @@ _LOAD_REQUIRED = {"family": is_nonempty_str, "names": is_str_list, "when": is_st
 _LOAD_OPTIONAL = {"load": is_str, "platform": is_str, "note": is_str, "confidence": is_str}
 _SWITCH_REQUIRED = {"avoids": is_str_list, "kind": is_str, "setting": is_nonempty_str}
 _SWITCH_OPTIONAL = {"note": is_str, "advice": is_str, "platform": is_str, "recommended": is_bool,
-                    "confidence": is_str}
+                    "confidence": is_str, "uses": is_str_list}
 _INSTEAD_REQUIRED = {"when": is_nonempty_str, "advice": is_nonempty_str}
-_INSTEAD_OPTIONAL = {"note": is_str, "platform": is_str, "confidence": is_str}
+_INSTEAD_OPTIONAL = {"note": is_str, "platform": is_str, "confidence": is_str, "uses": is_str_list}
 _FOLDERS_REQUIRED = {"folders": is_str_list, "source": is_nonempty_str}
 _FOLDERS_OPTIONAL = {"platform": is_str, "note": is_str}
 
@@ -309,6 +316,7 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
             platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
             recommended=row.get("recommended", False),
             confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+            uses=tuple(row.get("uses", ())),
         ))
 
     instead: list[Instead] = []
@@ -321,6 +329,7 @@ def _load_file(path: Path, families: dict[str, str]) -> Framework:
             note=row.get("note", ""),
             platform=choice(path, where, "platform", row.get("platform"), PLATFORMS),
             confidence=choice(path, where, "confidence", row.get("confidence"), CONFIDENCE) or "verified",
+            uses=tuple(row.get("uses", ())),
         ))
 
     return Framework(
@@ -351,26 +360,44 @@ def framework_for(distribution_name: str, frameworks: Iterable[Framework]) -> Fr
     return None
 
 
-def advice_for(framework: Framework, blocked_families: Iterable[str], kernel_state: str | None) -> list[str]:
+def advice_for(framework: Framework, blocked_families: Iterable[str], kernel_state: str | None, *,
+               platforms: Collection[str] = (), can_run: Callable[[tuple[str, ...]], bool] | None = None
+               ) -> list[str]:
     """Advice lines for the families that are blocked or stubbed and, when
     `kernel_state` is "sass-only", for SASS-only kernels: the switches that
     avoid them (and those marked `recommended`), then the [[instead]] entries.
-    File order; no duplicates."""
+    File order; no line twice, nor a line whose settings an earlier one said
+    (cuda4amd.words.said_once).
+
+    `platforms`: the target's ("windows", "linux"; empty: not known): a line
+    for another platform is left out, and "[Windows only]" is said only when
+    the target has more than one. `can_run(uses)`: whether the part of the
+    package a line steers to can run (some of it is not blocked; `uses` are
+    file-name globs, empty for the package as a whole): a switch, a setting
+    of the package, needs its `uses` or the package to run; an [[instead]]
+    needs its `uses`, when it has any (else it is a replacement). None: every
+    part can run."""
     hit = set(blocked_families)
     if kernel_state == SASS_ONLY:
         hit.add(SASS_ONLY)
+    shown = set(platforms)
+
+    def fits(platform: str | None) -> bool:
+        return platform is None or not shown or platform in shown
+
+    mark = len(shown) != 1  # one platform: every line kept is for it
     lines: list[str] = []
     for sw in framework.switches:
         avoided = [a for a in sw.avoids if a in hit]
-        if avoided or sw.recommended:
-            lines.append(_switch_line(framework, sw, avoided or list(sw.avoids)))
+        if (avoided or sw.recommended) and fits(sw.platform) and (can_run is None or can_run(sw.uses)):
+            lines.append(_switch_line(framework, sw, avoided or list(sw.avoids), mark))
     for alt in framework.instead:
-        if alt.when in hit:
-            lines.append(_finish(f"{framework.name}: {alt.advice}", alt.platform, alt.confidence))
-    return list(dict.fromkeys(lines))
+        if alt.when in hit and fits(alt.platform) and (not alt.uses or can_run is None or can_run(alt.uses)):
+            lines.append(_finish(f"{framework.name}: {alt.advice}", alt.platform if mark else None, alt.confidence))
+    return said_once(lines)
 
 
-def _switch_line(fw: Framework, sw: Switch, avoided: list[str]) -> str:
+def _switch_line(fw: Framework, sw: Switch, avoided: list[str], mark: bool = True) -> str:
     what = _join([fw.family_name(a) for a in avoided])
     if sw.advice:
         text = sw.advice
@@ -380,7 +407,7 @@ def _switch_line(fw: Framework, sw: Switch, avoided: list[str]) -> str:
         text = f"{fw.name}: run `{sw.setting}` before the work starts, so it avoids {what}"
     else:
         text = f"{fw.name}: {sw.setting} (avoids {what})"
-    return _finish(text, sw.platform, sw.confidence)
+    return _finish(text, sw.platform if mark else None, sw.confidence)
 
 
 def _finish(text: str, platform: str | None, confidence: str) -> str:

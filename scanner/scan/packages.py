@@ -21,12 +21,24 @@ NVIDIA backend ships beside it) hands ZLUDA nothing: it is judged by what
 that backend needs on the host (the HIP SDK), not as SASS.
 `counts` and `summary` say what the verdict rests on, in words that agree
 with the numbers.
+
+Only GPU paths count (docs/exit-status.md, the verdict contract): a binary
+whose only CUDA contact is loading the driver by name, naming none of its
+functions, with no kernels, no CUDA library and no CUDA-using binary it
+loads, does no GPU work of the package (ONNX Runtime's CPU core beside its
+CUDA provider) and, ready, does not make a package with blocked GPU paths
+`partial`. Advice never steers to a part that cannot run: a switch (a
+setting of the package) is said only while some GPU path of it (or of the
+parts it names, `uses`) is not blocked, an [[instead]] that names parts of
+it only while one of those is not; and it fits the target's platform.
 """
 from __future__ import annotations
 
+import fnmatch
+import functools
 import posixpath
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Collection, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cuda4amd.model import platform_of
@@ -36,7 +48,8 @@ from cuda4amd.rules.ruleset import RuleSet
 from cuda4amd.rules.runtime import Generator, GeneratorBackend, generators_for
 from cuda4amd.scan.classify import identify
 from cuda4amd.scan.distributions import Distribution
-from cuda4amd.scan.verdict import BinaryVerdict, overall
+from cuda4amd.scan.verdict import LEAST_RUNNABLE_SHARE, BinaryVerdict, overall
+from cuda4amd.words import counted, said_once
 
 SHOWN_REASONS = 5
 #: package verdicts in the order of how bad they are
@@ -88,6 +101,7 @@ def package_verdicts(
         if verdict.binary.distribution:
             by_name.setdefault(verdict.binary.distribution, []).append(verdict)
     result = []
+    cuda_paths = {v.binary.path for v in verdicts if v.verdict != "no-cuda"}
     for dist in sorted(distributions, key=lambda d: d.canonical_name):
         owned = by_name.get(dist.name, [])
         using = [v for v in owned if v.verdict != "no-cuda"]
@@ -95,15 +109,19 @@ def package_verdicts(
         if not owned and not generators:
             continue
         extensions = [v for v in using if is_extension_module(v.binary.path)]
-        judged = extensions or using
+        judged, cpu_only = gpu_paths(extensions or using, cuda_paths)
         package = PackageVerdict(dist.name, dist.version, overall(owned) if not using else overall(judged))
         package.binaries = [v.binary.path for v in using]
         order = {"blocked": 0, "degraded": 1, "ready": 2}
         others = [v for v in using if v not in judged]
+        by_reason: dict[str, list[str]] = {}  # one deciding reason of several binaries is said once
         for v in (sorted(judged, key=lambda v: (order[v.verdict], v.binary.path))
                   + sorted(others, key=lambda v: (order[v.verdict], v.binary.path))):
             if v.verdict != "ready" and v.reasons:
-                package.reasons.append(f"{posixpath.basename(v.binary.path)}: {v.reasons[0]}")
+                names = by_reason.setdefault(v.reasons[0], [])
+                if posixpath.basename(v.binary.path) not in names:
+                    names.append(posixpath.basename(v.binary.path))
+        package.reasons += [f"{', '.join(names)}: {reason}" for reason, names in by_reason.items()]
         unrouted = False
         framework = framework_for(dist.name, frameworks)
         if framework is not None:
@@ -119,13 +137,16 @@ def package_verdicts(
                         + ("ZLUDA implements none of its functions" if load["route"] == "stub"
                            else "no AMD route through ZLUDA")
                     )
-            package.advice = advice_for(framework, troubled, _kernel_state(using))
+            platforms = {platform_of(v.binary.info.format) for v in owned}
+            package.advice = advice_for(framework, troubled, _kernel_state(using), platforms=platforms,
+                                        can_run=functools.partial(_can_run, judged, using))
         if unrouted and package.verdict in ("ready", "no-cuda"):
             package.verdict = "partial"  # what it loads by name fails: never a plain ready
         own = package.verdict  # what its binaries (and by-name loads) say, before its generators
-        sass = [g for g in generators if _apply_generator(package, g, dist.files, hip_sdk)]
+        runs = _can_run(judged, using, ())  # a setting of the package helps only where some of it can run
+        sass = [g for g in generators if _apply_generator(package, g, dist.files, hip_sdk, advise=runs)]
         package.counts, package.summary = _summary(own, judged, "extension-modules" if extensions else "binaries",
-                                                   unrouted)
+                                                   unrouted, len(cpu_only))
         for note in package.summary_notes:
             package.summary += f"; {note}"
         if sass:  # the numbers say what is on disk; the generator, why that is not the verdict
@@ -138,6 +159,47 @@ def package_verdicts(
             package.reasons = [*package.reasons[:SHOWN_REASONS], f"… and {hidden} more"]
         result.append(package)
     return result
+
+
+def gpu_paths(judged: Sequence[BinaryVerdict], cuda_paths: Collection[str]
+              ) -> tuple[list[BinaryVerdict], list[BinaryVerdict]]:
+    """(the binaries a package's verdict is over, the ready CPU-only parts left out of it): every judged
+    binary but the ready ones that do no GPU work (`is_cpu_part`) — unless that is all of them, then
+    nothing is left out (a package whose only CUDA contact is such a part is judged by it)."""
+    cpu_only = [v for v in judged if v.verdict == "ready" and is_cpu_part(v, cuda_paths)]
+    if len(cpu_only) == len(judged):
+        return list(judged), []
+    return [v for v in judged if v not in cpu_only], cpu_only
+
+
+def is_cpu_part(verdict: BinaryVerdict, cuda_paths: Collection[str]) -> bool:
+    """Whether a CUDA-using binary does no GPU work itself: its only CUDA contact is the driver loaded
+    by name, naming none of its functions (no import, no name it resolves), it carries no kernels, is no
+    NVIDIA library, and loads no binary of the tree that uses CUDA (`cuda_paths`). Such a binary can ask
+    whether a GPU is there; what the GPU runs goes through other binaries."""
+    binary = verdict.binary
+    kernels = binary.kernels
+    if verdict.identity.family is not None or (kernels is not None and (kernels.containers or kernels.entries)):
+        return False
+    cuda = [dep for dep in verdict.dependencies if dep.is_cuda]
+    if not cuda or any(dep.identity.family != "driver_api" or dep.edge.load != "by-name"
+                       or any(dep.symbols.values()) for dep in cuda):
+        return False
+    names = binary.driver_names
+    if names is not None and (names.names or names.runtime_table):
+        return False
+    return not any(dep.edge.resolved in cuda_paths for dep in verdict.dependencies if not dep.is_cuda)
+
+
+def _can_run(judged: Sequence[BinaryVerdict], using: Sequence[BinaryVerdict], uses: Sequence[str]) -> bool:
+    """Whether the part of a package that an advice line steers to can run: with `uses`, some of its CUDA
+    binaries (`using`) whose file name matches one of those globs is not blocked (a part the package does
+    not have cannot run either); without, some of its GPU paths (`judged`) is not blocked."""
+    if uses:
+        return any(v.verdict != "blocked" for v in using
+                   if any(fnmatch.fnmatch(posixpath.basename(v.binary.path).lower(), glob.lower()) for glob in uses))
+    # no GPU path to judge by: what it loads by name and its generators decide, not this
+    return not judged or any(v.verdict != "blocked" for v in judged)
 
 
 def generator_entry(generator: Generator) -> dict:
@@ -154,9 +216,10 @@ def generator_entry(generator: Generator) -> dict:
 
 
 def _apply_generator(package: PackageVerdict, generator: Generator, files: frozenset[str] = frozenset(),
-                     hip_sdk: bool | None = None) -> bool:
+                     hip_sdk: bool | None = None, advise: bool = True) -> bool:
     """Record the generator on the package and judge by what it emits (or by the AMD backend it takes);
-    returns whether it hands the driver SASS (and so decides against ready)."""
+    returns whether it hands the driver SASS (and so decides against ready).
+    `advise`: whether its settings are advice (not when no GPU path of the package can run)."""
     entry = generator_entry(generator)
     package.generators.append(entry)
     backend = generator.backend_in(files)
@@ -186,14 +249,13 @@ def _apply_generator(package: PackageVerdict, generator: Generator, files: froze
         package.reasons.insert(0, what)  # it decides the verdict: its reason comes first
     else:
         package.reasons.append(what)
-    for switch in ways_out:
+    for switch in ways_out if advise else ():
         doing = "emits PTX" if switch.emits == "ptx" else "generates nothing"
         caveat = " (unverified)" if switch.confidence != "verified" else ""
         advice = f"{generator.name}: {switch.setting}: it then {doing}{caveat}"
         if switch.note:
             advice += f"; {switch.note}"
-        if advice not in package.advice:
-            package.advice.append(advice)
+        package.advice = said_once([*package.advice, advice])  # a framework switch may say it already
     return True
 
 
@@ -217,8 +279,20 @@ def _apply_backend(package: PackageVerdict, generator: Generator, backend: Gener
         package.advice.append(advice)
 
 
-def _summary(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted: bool) -> tuple[dict, str]:
-    """The counts the package verdict rests on, and a sentence that agrees with them."""
+def _summary(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted: bool,
+             cpu_only: int = 0) -> tuple[dict, str]:
+    """The counts the package verdict rests on, and a sentence that agrees with them; `cpu_only`: the
+    ready binaries left out as CPU-only parts (`gpu_paths`), said after them."""
+    text, counts = _counted(verdict, judged, basis, unrouted)
+    if cpu_only:
+        counts["cpu_only"] = cpu_only
+        text += (f"; {counted(cpu_only, 'more CUDA binary', 'more CUDA binaries')} only "
+                 f"{'loads' if cpu_only == 1 else 'load'} the CUDA driver by name (no kernels, no CUDA library, no "
+                 "driver function named): a CPU part, not counted")
+    return counts, text
+
+
+def _counted(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted: bool) -> tuple[str, dict]:
     counts = {state: sum(1 for v in judged if v.verdict == state) for state in ("ready", "degraded", "blocked")}
     total = sum(counts.values())
     noun = "CUDA extension module" if basis == "extension-modules" else "CUDA binary"
@@ -234,7 +308,7 @@ def _summary(verdict: str, judged: Sequence[BinaryVerdict], basis: str, unrouted
         text = f"{total} {nouns}: " + ", ".join(parts)
         if unrouted:
             text += "; what its framework loads by name has no AMD route"
-    return {"basis": basis, **counts}, text
+    return text, {"basis": basis, **counts}
 
 
 def _unseen_loads(framework: Framework, owned: Sequence[BinaryVerdict], rules: RuleSet,
@@ -274,5 +348,13 @@ def _troubled_families(verdicts: Iterable[BinaryVerdict]) -> set[str]:
 
 
 def _kernel_state(verdicts: Iterable[BinaryVerdict]) -> str | None:
-    states = {v.binary.kernels.state for v in verdicts if v.binary.kernels is not None}
-    return "sass-only" if "sass-only" in states else None
+    """"sass-only" when a binary's kernels are SASS-only, or carry usable PTX in too few of their modules
+    to run (cuda4amd.scan.verdict.LEAST_RUNNABLE_SHARE): the advice for SASS-only kernels fits both."""
+    for v in verdicts:
+        kernels = v.binary.kernels
+        if kernels is None:
+            continue
+        if kernels.state == "sass-only" or (kernels.modules and kernels.modules_with_ptx / kernels.modules
+                                            < LEAST_RUNNABLE_SHARE):
+            return "sass-only"
+    return None

@@ -31,6 +31,10 @@ AS_PART = {"ready": "ready", "degraded": "partial", "blocked": "blocked"}
 #: FileError stages that leave a file, or its kernels, unread (model.FileError: "loader" and "strings" are
 #: notes on a file that was read)
 UNREAD_STAGES = frozenset({"discover", "read", "kernels"})
+#: a binary with PTX that ZLUDA can use in fewer than this share of its kernel modules is `blocked`, not
+#: `degraded` (docs/exit-status.md, the verdict contract): most of its GPU code cannot run, so a workload
+#: reaches a kernel that fails; at this share or above it runs in part
+LEAST_RUNNABLE_SHARE = 0.5
 
 
 @dataclass
@@ -46,6 +50,8 @@ class BinaryVerdict:
     missing: list[str] = field(default_factory=list)
     #: False for a library that never loads under ZLUDA (a sub-library only a replaced front-end loads)
     loaded: bool = True
+    #: a family's advice -> the library whose reason said it: said once per binary (docs/exit-status.md)
+    advised: dict[str, str] = field(default_factory=dict)
 
     @property
     def reasons(self) -> list[str]:
@@ -284,11 +290,21 @@ def _judge_kernels(result: BinaryVerdict, ptx: PtxAcceptance | None = None) -> N
         result.worsen("blocked", f"{owner}none of its {_count(total, 'kernel module')} carries PTX that ZLUDA can use"
                       + (f": {debug}" if debug else ""))
     else:
-        result.worsen(
-            "degraded",
-            f"{owner}PTX in {usable} of its {total} kernel modules; the kernels of the other {total - usable} "
-            "carry no PTX that ZLUDA can use (it runs only PTX), so they fail" + (f" ({debug})" if debug else ""),
-        )
+        share = failing_share(usable, total)
+        failing = (f"the kernels of the other {total - usable} ({share} %) carry no PTX that ZLUDA can use "
+                   "(it runs only PTX)")
+        if usable / total < LEAST_RUNNABLE_SHARE:
+            result.worsen("blocked", f"{owner}PTX in only {usable} of its {total} kernel modules: {failing}, so most "
+                                     "of its GPU code cannot run under ZLUDA" + (f" ({debug})" if debug else ""))
+        else:
+            result.worsen("degraded", f"{owner}PTX in {usable} of its {total} kernel modules; {failing}, so they fail"
+                          + (f" ({debug})" if debug else ""))
+
+
+def failing_share(usable: int, total: int) -> int:
+    """The percentage of `total` kernel modules without usable PTX, rounded, but never 0 or 100 while
+    some modules fail and some run (1 of 300 running is not "100 % fail")."""
+    return min(99, max(1, round(100 * (total - usable) / total)))
 
 
 def _judge_ptx_check(result: BinaryVerdict, ptx: PtxAcceptance | None, owner: str) -> str | None:
@@ -335,11 +351,13 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         if missing:
             listed = _names(missing)
             if eager:
-                result.worsen("blocked", f"{name}: {counted(len(missing), 'imported function')} not exported by "
-                                         f"ZLUDA's {ident.replacement} ({listed}); the loader refuses this binary")
+                imported = counted(len(missing), "imported function")
+                result.worsen("blocked", f"{name}: {imported} not exported by ZLUDA's {ident.replacement} ({listed}); "
+                                         "the loader refuses this binary")
             else:
-                result.worsen("degraded", f"{name} ({LOADED[load]}): {counted(len(missing), 'function')} not "
-                                          f"exported by ZLUDA's {ident.replacement} ({listed}); calling them fails")
+                functions = counted(len(missing), "function")
+                result.worsen("degraded", f"{name} ({LOADED[load]}): {functions} not exported by ZLUDA's "
+                                          f"{ident.replacement} ({listed}); calling them fails")
         if ident.route == "stub":
             result.worsen("degraded", f"{name}: ZLUDA's {family} replacement has no implemented functions; every call "
                                       "returns NOT_SUPPORTED")
@@ -357,6 +375,10 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
             advice = f"NVIDIA's {family} here ({edge.resolved}) has SASS-only kernels, and ZLUDA runs only PTX"
         else:
             advice = ident.advice or f"{family} has no route through ZLUDA"
+            # several libraries of one family (TensorRT's nvinfer, nvonnxparser, nvinfer_plugin): its advice once
+            first = result.advised.setdefault(advice, name)
+            if first != name:
+                advice = f"needs {family} too (see {first})"
         if load == "static":
             result.worsen("blocked", f"{name}: {advice}")
         else:

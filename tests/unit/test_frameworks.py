@@ -128,7 +128,9 @@ def test_onnxruntime_advice_for_blocked_tensorrt(frameworks):
     lines = advice_for(fw(frameworks, "onnxruntime"), {"tensorrt"}, None)
     assert lines[0].startswith("ONNX Runtime: create sessions with providers=")
     assert '"TensorrtExecutionProvider"' in lines[0]
-    assert any("TensorRT has no AMD route" in line for line in lines)
+    # the replacement for each platform, once (the same line for TensorRT, cuDNN and SASS-only kernels)
+    assert sum("onnxruntime-directml" in line and line.endswith("[Windows only]") for line in lines) == 1
+    assert sum("MIGraphXExecutionProvider" in line and line.endswith("[Linux only]") for line in lines) == 1
     assert not any("DmlExecutionProvider\"]" in line and "cuDNN" in line for line in lines)
 
 

@@ -253,3 +253,253 @@ def test_unversioned_names_are_derived_only_from_whole_names():
         assert convert.with_dev_links([grouped]) == [grouped]
 
 
+
+
+# -- 2. a package with no GPU path is blocked; advice never points at a blocked part ------------------------
+# fixtures/gpupaths (its build.sh): a library whose only CUDA contact is dlopen("libcuda.so.1"), and one with
+# PTX in 1 of its 3 kernel modules
+
+PROBE = FIXTURES / "gpupaths" / "libdriver_probe.so"  # a CPU part: loads the driver by name, nothing more
+MINORITY = FIXTURES / "gpupaths" / "libaxpy_minority.so"
+SASS_ONLY = FIXTURES / "kernels" / "elf" / "libaxpy_sass86.so"  # blocked: SASS only
+PTX_ONLY = FIXTURES / "kernels" / "elf" / "libaxpy_ptx86.so"  # ready: PTX
+TRT_BY_NAME = FIXTURES / "byname" / "libloader.so"  # degraded: dlopen()s libnvinfer.so.10 and libcublas.so.12
+TRT_LINKED = FIXTURES / "gpupaths" / "libtrt_user.so"  # blocked: NEEDED libnvinfer.so.10, libnvonnxparser.so.10
+
+
+def onnxruntime_like(tmp_path, cuda_provider, tensorrt_provider=TRT_BY_NAME, core=PROBE, **more):
+    """onnxruntime-gpu laid out as its Linux wheel is: a CPU core that only loads the driver by name
+    (libonnxruntime.so), the CUDA and the TensorRT execution providers (and `more`: path -> source)."""
+    site = tmp_path / "site-packages"
+    install(site, "onnxruntime-gpu", "1.31.1", {
+        "onnxruntime/capi/libonnxruntime.so.1.31.1": core,
+        "onnxruntime/capi/libonnxruntime_providers_cuda.so": cuda_provider,
+        "onnxruntime/capi/libonnxruntime_providers_tensorrt.so": tensorrt_provider,
+        **{f"onnxruntime/capi/{name}": source for name, source in more.items()},
+    })
+    return site
+
+
+def test_a_package_with_every_gpu_path_blocked_is_blocked_whatever_its_cpu_part(tmp_path, scan):
+    site = onnxruntime_like(tmp_path, SASS_ONLY, tensorrt_provider=TRT_LINKED)
+    report = scan(site)
+    binaries = by_path(report)
+    assert binaries["onnxruntime/capi/libonnxruntime.so.1.31.1"]["verdict"] == "ready"  # the CPU part
+    (package,) = report["packages"]
+    assert package["verdict"] == report["verdict"] == "blocked"
+    assert package["counts"] == {"basis": "binaries", "ready": 0, "degraded": 0, "blocked": 2, "cpu_only": 1}
+    assert package["summary"] == ("all 2 CUDA binaries blocked; 1 more CUDA binary only loads the CUDA driver by "
+                                  "name (no kernels, no CUDA library, no driver function named): a CPU part, not "
+                                  "counted")
+    code, output = status(site)
+    assert code == 4
+    words = " ".join(output.replace("│", " ").split())
+    assert "1 of them is a CPU part: it only loads the CUDA driver by name, not counted in the verdict" in words
+
+
+def test_a_cpu_part_beside_gpu_paths_that_run_is_left_out_of_the_counts(tmp_path, scan):
+    (package,) = scan(onnxruntime_like(tmp_path, PTX_ONLY))["packages"]
+    assert package["verdict"] == "partial"  # the CUDA provider runs, the TensorRT one in part
+    assert package["counts"] == {"basis": "binaries", "ready": 1, "degraded": 1, "blocked": 0, "cpu_only": 1}
+
+
+def test_a_package_whose_only_cuda_contact_is_a_cpu_part_is_judged_by_it(tmp_path, scan):
+    site = tmp_path / "site-packages"
+    install(site, "probeonly", "1.0", {"probeonly/libprobe.so": PROBE})
+    (package,) = scan(site)["packages"]
+    assert (package["verdict"], package["counts"]) == ("ready", {"basis": "binaries", "ready": 1, "degraded": 0,
+                                                                 "blocked": 0})
+
+
+def test_what_does_gpu_work_is_never_a_cpu_part(rules):
+    """Kernels, a static driver import (with the functions it calls) or any CUDA library: a GPU path."""
+    from cuda4amd.scan.packages import is_cpu_part
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    result = run_scan(ScanOptions(target=str(FIXTURES / "elf")), rules=rules)
+    probe = run_scan(ScanOptions(target=str(PROBE)), rules=rules)
+    cuda = {v.binary.path for v in result.verdicts if v.verdict != "no-cuda"}
+    assert cuda and not any(is_cpu_part(v, cuda) for v in result.verdicts)  # app_driver imports cuInit, …
+    kernels = run_scan(ScanOptions(target=str(PTX_ONLY)), rules=rules)
+    assert not any(is_cpu_part(v, set()) for v in kernels.verdicts)
+    assert [is_cpu_part(v, set()) for v in probe.verdicts] == [True]
+
+
+def test_mostly_sass_only_kernels_block_the_binary_and_say_the_share(scan):
+    """Fewer than half of the kernel modules with PTX ZLUDA can use: blocked (LEAST_RUNNABLE_SHARE)."""
+    minority = by_path(scan(MINORITY))["libaxpy_minority.so"]
+    assert minority["verdict"] == "blocked"
+    assert minority["reasons"] == [
+        "PTX in only 1 of its 3 kernel modules: the kernels of the other 2 (67 %) carry no PTX that ZLUDA can use "
+        "(it runs only PTX), so most of its GPU code cannot run under ZLUDA"]
+    half = by_path(scan(FIXTURES / "kernels" / "elf" / "libaxpy_partial.so"))["libaxpy_partial.so"]
+    assert half["verdict"] == "degraded"  # PTX in 1 of 2: at the threshold it runs in part
+    assert "the kernels of the other 1 (50 %) carry no PTX" in half["reasons"][0]
+
+
+@pytest.mark.parametrize(("usable", "total", "share"), [(38, 607, 94), (1, 2, 50), (1, 300, 99), (299, 300, 1)])
+def test_the_failing_share_is_rounded_but_never_0_or_100(usable, total, share):
+    from cuda4amd.scan.verdict import failing_share
+
+    assert failing_share(usable, total) == share
+
+
+def test_mostly_sass_only_kernels_get_the_advice_for_sass_only_kernels(tmp_path, scan):
+    (package,) = scan(onnxruntime_like(tmp_path, MINORITY))["packages"]
+    assert any("MIGraphXExecutionProvider" in line for line in package["advice"])
+
+
+def test_advice_never_steers_to_a_blocked_part(tmp_path, scan):
+    """The TensorRT switch keeps sessions on the CUDA provider (`uses`): said only while that can run."""
+    blocked = scan(onnxruntime_like(tmp_path / "a", SASS_ONLY))["packages"][0]
+    assert blocked["verdict"] == "partial"  # the TensorRT provider runs in part
+    assert not any("CUDAExecutionProvider" in line for line in blocked["advice"])
+    running = scan(onnxruntime_like(tmp_path / "b", PTX_ONLY))["packages"][0]
+    assert any("CUDAExecutionProvider" in line for line in running["advice"])
+
+
+def test_a_package_that_cannot_run_gets_only_replacements(tmp_path, scan):
+    """torch on Linux with SASS-only kernels: no PyTorch setting makes it run; the ROCm build does."""
+    site = tmp_path / "site-packages"
+    install(site, "torch", "2.14.1", {"torch/lib/libtorch_cuda.so": SASS_ONLY})
+    (package,) = scan(site)["packages"]
+    assert package["verdict"] == "blocked"
+    assert package["advice"] == [
+        "PyTorch: install the ROCm build of PyTorch instead (`pip install torch --index-url "
+        "https://download.pytorch.org/whl/rocm<version>`), which runs on AMD GPUs without ZLUDA"]
+
+
+def test_can_run_is_by_the_parts_verdicts_not_their_names(rules):
+    from cuda4amd.rules.frameworks import advice_for
+
+    ort = next(f for f in rules.frameworks if f.id == "onnxruntime")
+    nothing_runs = advice_for(ort, {"tensorrt"}, None, can_run=lambda uses: False)
+    assert nothing_runs == [
+        'ONNX Runtime: install onnxruntime-directml instead of onnxruntime-gpu and use '
+        'providers=["DmlExecutionProvider"], which runs on AMD GPUs without ZLUDA [Windows only]',
+        "ONNX Runtime: install AMD's ROCm build of ONNX Runtime (rocm.docs.amd.com: Install ONNX Runtime for ROCm) "
+        'instead of onnxruntime-gpu and use providers=["MIGraphXExecutionProvider"], which runs on AMD GPUs without '
+        'ZLUDA [Linux only]']
+    asked: list[tuple[str, ...]] = []
+    advice_for(ort, {"tensorrt", "dnn"}, None, can_run=lambda uses: asked.append(uses) or True)
+    assert set(asked) == {("*onnxruntime_providers_cuda.*",)}  # what the rules say the lines rely on
+
+
+def test_the_same_library_family_is_advised_once_per_binary(scan):
+    """Two TensorRT libraries in one binary: the family's advice once, then 'too (see …)'."""
+    trt = by_path(scan(TRT_LINKED))["libtrt_user.so"]
+    assert trt["reasons"] == ["libnvinfer.so.10: needs TensorRT, which has no AMD route through ZLUDA: use the "
+                              "app's non-TensorRT backend if it has one that can run",
+                              "libnvonnxparser.so.10: needs TensorRT too (see libnvinfer.so.10)"]
+
+
+# -- 10. advice fits the target and is said once ------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("platform", "expected", "left_out"), [
+    ("linux", "ROCm build of PyTorch", "cu118"),
+    ("windows", "cu118", "ROCm build"),
+])
+def test_advice_fits_the_targets_platform(rules, platform, expected, left_out):
+    from cuda4amd.rules.frameworks import advice_for
+
+    torch = next(f for f in rules.frameworks if f.id == "torch")
+    lines = advice_for(torch, set(), "sass-only", platforms={platform})
+    assert any(expected in line for line in lines)
+    assert not any(left_out in line for line in lines)
+    assert not any(line.endswith(("[Windows only]", "[Linux only]")) for line in lines)  # it is the target's
+    both = advice_for(torch, set(), "sass-only", platforms={"windows", "linux"})
+    assert any(line.endswith("[Windows only]") for line in both) and any(line.endswith("[Linux only]") for line in both)
+
+
+def test_a_linux_wheel_gets_the_rocm_build_first(tmp_path, scan):
+    site = onnxruntime_like(tmp_path, SASS_ONLY)
+    install(site, "torch", "2.14.1", {"torch/lib/libtorch_cuda.so": SASS_ONLY})
+    packages = {p["name"]: p for p in scan(site)["packages"]}
+    assert "ROCm build of PyTorch" in packages["torch"]["advice"][0]
+    assert "ROCm build of ONNX Runtime" in packages["onnxruntime-gpu"]["advice"][0]
+    for package in packages.values():
+        assert not any("cu118" in line or "directml" in line or "only]" in line for line in package["advice"])
+
+
+def test_no_line_is_said_twice_in_a_package(rules):
+    from cuda4amd.rules.frameworks import advice_for
+
+    ort = next(f for f in rules.frameworks if f.id == "onnxruntime")
+    lines = advice_for(ort, {"tensorrt", "dnn"}, "sass-only", platforms={"windows"})
+    assert sum("onnxruntime-directml" in line for line in lines) == 1  # one replacement, three reasons for it
+    assert len(lines) == len(set(lines))
+
+
+def test_a_reason_several_binaries_share_is_said_once_per_package(tmp_path, scan):
+    site = tmp_path / "site-packages"
+    install(site, "twin", "1.0", {"twin/liba.so": SASS_ONLY, "twin/libb.so": SASS_ONLY})
+    (package,) = scan(site)["packages"]
+    assert package["reasons"] == ["liba.so, libb.so: its GPU kernels carry no PTX (SASS for sm_86); ZLUDA runs "
+                                  "only PTX"]
+    from cuda4amd.report.grouping import own_reasons
+
+    assert own_reasons(package) == []  # the binaries' own, not the package's
+
+
+def test_a_switch_is_said_once_in_a_cell_and_in_a_section(tmp_path, scan):
+    """torch (its Inductor generator) and triton (its framework switch and its generator) all say
+    TORCHDYNAMO_DISABLE=1: once in triton's advice, and once in Markdown's "What to try", for both."""
+    from cuda4amd.report import render
+
+    site = tmp_path / "site-packages"
+    install(site, "triton", "3.5.0", {"triton/_C/libtriton.so": FIXTURES / "elf" / "libplain.so"})
+    install(site, "torch", "2.9.0", {"torch/lib/libtorch_cuda.so": PTX_ONLY})
+    report = scan(site)
+    for package in report["packages"]:
+        assert sum("TORCHDYNAMO_DISABLE=1" in line for line in package["advice"]) <= 1, package["name"]
+    section = render("markdown", report).split("## What to try", 1)[1].split("\n## ", 1)[0]
+    assert section.count("TORCHDYNAMO_DISABLE=1") == 1
+    assert "**triton, torch**" in section
+
+
+def test_said_once_drops_repeats_and_lines_whose_settings_were_said():
+    from cuda4amd.words import said_once, settings
+
+    assert settings('set XLA_FLAGS="--a --b" and TORCHDYNAMO_DISABLE=1 (and no kernels)') == {
+        'XLA_FLAGS="--a --b"', "TORCHDYNAMO_DISABLE=1"}
+    assert said_once(["set A_B=1 so x", "Gen: A_B=1: it then generates nothing", "set A_B=1 so x", "set C_D=0",
+                      "no setting here", "no setting here"]) == ["set A_B=1 so x", "set C_D=0", "no setting here"]
+
+
+@pytest.mark.parametrize(("platform", "expected", "left_out"), [
+    ("linux", "miopen-hip", "Windows HIP SDKs"),
+    ("windows", "Windows HIP SDKs", "miopen-hip"),
+])
+def test_the_cudnn_advice_fits_the_targets_platform(rules, platform, expected, left_out):
+    from cuda4amd.rules.frameworks import advice_for
+
+    torch = next(f for f in rules.frameworks if f.id == "torch")
+    lines = advice_for(torch, {"dnn"}, None, platforms={platform})
+    assert any(expected in line for line in lines) and not any(left_out in line for line in lines)
+
+
+@pytest.mark.parametrize(("provider", "said"), [(PTX_ONLY, True), (SASS_ONLY, False)])
+def test_uses_is_judged_by_that_part_even_outside_the_verdicts_basis(tmp_path, scan, provider, said):
+    """A package judged by its extension modules: the switch still follows the CUDA provider's own verdict."""
+    extension = {"onnxruntime_pybind11_state.abi3.so": FIXTURES / "elf" / "app_driver"}  # a CUDA user (driver API)
+    site = onnxruntime_like(tmp_path, provider, tensorrt_provider=TRT_LINKED, **extension)
+    (package,) = scan(site)["packages"]
+    assert package["counts"]["basis"] == "extension-modules"
+    assert any("CUDAExecutionProvider" in line for line in package["advice"]) is said
+
+
+@pytest.mark.parametrize(("library", "set_by_fix"), [(FIXTURES / "elf" / "libplain.so", True), (SASS_ONLY, False)])
+def test_the_fix_sets_only_the_switches_the_advice_gives(tmp_path, rules, library, set_by_fix):
+    """Triton's recommended TORCHDYNAMO_DISABLE=1: advised (and set by --fix) while the package can run,
+    neither when its only GPU path is blocked."""
+    from cuda4amd.fix.plan.environment import environment
+    from cuda4amd.scan.pipeline import ScanOptions, run_scan
+
+    site = tmp_path / "site-packages"
+    install(site, "triton", "3.5.0", {"triton/_C/libtriton.so": library})
+    result = run_scan(ScanOptions(target=str(site), host="none"), rules=rules)
+    (package,) = result.packages
+    assert any("TORCHDYNAMO_DISABLE=1" in line for line in package.advice) is set_by_fix
+    variables = environment(result, rules, "linux", "place", None, False, None, [])
+    assert any(v.name == "TORCHDYNAMO_DISABLE" for v in variables) is set_by_fix

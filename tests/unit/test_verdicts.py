@@ -228,7 +228,7 @@ def test_kernel_verdicts(scan):
     assert binaries["pe/axpy_rdata.dll"]["reasons"] == ["kernels but no CUDA loader seen: names may be built at run time"]
     assert binaries["elf/libaxpy_sass86.so"]["reasons"][0] == "its GPU kernels carry no PTX (SASS for sm_86); ZLUDA runs only PTX"
     assert binaries["elf/libaxpy_partial.so"]["reasons"] == [
-        "PTX in 1 of its 2 kernel modules; the kernels of the other 1 carry no PTX that ZLUDA can use "
+        "PTX in 1 of its 2 kernel modules; the kernels of the other 1 (50 %) carry no PTX that ZLUDA can use "
         "(it runs only PTX), so they fail"
     ]
     assert binaries["elf/libaxpy_debug.so"]["reasons"][0].startswith(

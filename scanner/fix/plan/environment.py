@@ -7,6 +7,7 @@ from collections.abc import Iterable
 from typing import TYPE_CHECKING
 
 from cuda4amd.fix.plan.model import STORE_DIR, EnvVar, expand_parts, literal_path, root_path
+from cuda4amd.words import settings
 
 if TYPE_CHECKING:
     from cuda4amd.host.sdk import HipSdk
@@ -57,7 +58,9 @@ def _framework_switches(result: ScanResult, rules: RuleSet, platform: str, frame
                         warnings: list[str]) -> list[tuple[str, str, str]]:
     """(name, value, why) of the environment switches the scan's packages ask
     for: env switches that avoid a blocked or stubbed family (or SASS-only
-    kernels) of the package, and those recommended under ZLUDA."""
+    kernels) of the package, and those recommended under ZLUDA — each only
+    where the package's advice gives it (no switch for a part that cannot run,
+    or for another platform: docs/exit-status.md, rule 5)."""
     packages = [p for p in getattr(result, "packages", []) if p.framework]
     if not packages:
         return []
@@ -80,9 +83,12 @@ def _framework_switches(result: ScanResult, rules: RuleSet, platform: str, frame
                if d.identity.family and d.identity.route in ("blocked", "stub")}
         if any(v.binary.kernels is not None and v.binary.kernels.state == "sass-only" for v in owned):
             hit.add(SASS_ONLY)
+        advised = {setting for line in pkg.advice for setting in settings(line)}
         for sw in fw.switches:
             if sw.kind != "env" or (sw.platform and sw.platform != platform):
                 continue
+            if not settings(sw.setting) <= advised:
+                continue  # the scan did not advise it for this package
             if not (sw.recommended or set(sw.avoids) & hit):
                 continue
             name, sep, value = sw.setting.partition("=")
