@@ -544,6 +544,39 @@ def _verneed(e: _Elf, off: int, end: int, num: int, strtab: tuple[int, int]) -> 
     return out
 
 
+def load_segments(buf: Buffer) -> tuple[tuple[int, int, int], ...]:
+    """(p_vaddr, p_offset, p_filesz) of each PT_LOAD with file data: the file bytes ld.so maps,
+    and at which address (glibc elf/dl-load.c, _dl_map_segments maps p_filesz bytes from
+    p_offset at l_addr + p_vaddr; the section headers play no part). Only the ELF header and
+    the program headers are read. Empty for a file without them (a relocatable object) or one
+    whose headers cannot be read (the reader reports that)."""
+    v = BinView(buf)
+    try:
+        if v.size < 0x34 or v.read(0, 4) != b"\x7fELF" or v.read(4, 1)[0] not in (1, 2):
+            return ()
+        bits = 64 if v.read(4, 1)[0] == 2 else 32
+        v.endian = ">" if v.read(5, 1)[0] == 2 else "<"
+        if bits == 64:
+            phoff, = v.unpack("Q", 0x20, "e_phoff")
+            phentsize, phnum = v.unpack("HH", 0x36, "e_phentsize")
+            layout, size = "IIQQQQQQ", 56
+        else:
+            phoff, = v.unpack("I", 0x1C, "e_phoff")
+            phentsize, phnum = v.unpack("HH", 0x2A, "e_phentsize")
+            layout, size = "IIIIIIII", 32
+        if not phoff or phentsize < size or phnum >= PN_XNUM:
+            return ()  # none, or extended numbering (section header 0): read by the reader, not here
+        out = []
+        for i in range(phnum):
+            row = v.unpack(layout, phoff + i * phentsize, "program header")
+            typ, off, vaddr, filesz = (row[0], row[2], row[3], row[5]) if bits == 64 else (*row[:3], row[4])
+            if typ == PT_LOAD and filesz:
+                out.append((vaddr, off, filesz))
+        return tuple(out)
+    except MalformedBinary:
+        return ()
+
+
 def loader_disagreements(buf: Buffer) -> tuple[str, ...]:
     """Where the section headers of an ELF file describe its dynamic
     information differently from what ld.so reads (the reader follows ld.so):
