@@ -92,7 +92,7 @@ def test_pe_raw_data_past_the_end_is_refused_as_windows_does():
     # the PE section table is the Windows loader's own map: a .nv_fatb claiming raw data past the end
     # of the file is an image Windows refuses, and the reader says so
     with pytest.raises(MalformedBinary, match="Windows refuses to load it"):
-        read_path(LOADER / "gcc_sass86_oversize.dll")
+        read_path(LOADER / "corrupt" / "gcc_sass86_oversize.dll")
 
 
 def test_every_committed_kernel_fixture_agrees_with_its_loader_map():
