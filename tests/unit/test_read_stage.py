@@ -425,7 +425,7 @@ def test_the_readers_answer_to_calls_cuda_is_what_a_fresh_look_says(rules):
     assert answers == {None, False}  # the fixtures that call CUDA functions import its libraries
 
 
-# -- hostile files (issue 11, tests/unit/test_hostile_scan.py) in worker processes and through the cache ----------------
+# -- hostile files (issue 11, tests/unit/test_hostile_scan.py) in worker processes and through the cache --------
 
 HOSTILE_PE = FIXTURES / "pe" / "blas_mixed.dll"
 
