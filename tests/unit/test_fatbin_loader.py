@@ -17,6 +17,7 @@ from cuda4amd.cli import main
 from cuda4amd.cli.output import EXIT_FOR_VERDICT
 from cuda4amd.model import Section
 from cuda4amd.scan.read.binview import MalformedBinary
+from cuda4amd.scan.read.elf import relative_addends
 from cuda4amd.scan.read.engine import read_path
 from cuda4amd.scan.read.fatbin import CONTAINER_SECTIONS, analyse_kernels
 from cuda4amd.scan.read.loadmap import LoadMap, disagreement, load_map
@@ -28,6 +29,8 @@ LYING = [
     ("libgcc_sass86_1tib.so", "claims 0x10000000000 bytes of data at file offset 0x2000, running past the end"),
     ("libgcc_sass86_offset.so", "says its data is at file offset 0x1040, but ld.so maps its address 0x2000 from "
                                 "file offset 0x2000"),
+    # the wrappers' pointers 0 in place (lld's default): read from their R_X86_64_RELATIVE relocations
+    ("libgcc_sass86_1tib_rela.so", "claims 0x10000000000 bytes of data at file offset 0x2000, running past the end"),
 ]
 
 
@@ -133,3 +136,19 @@ def test_disagreement_cases():
                                          or "")
     # without segments (a relocatable object), only the file's end can contradict a header
     assert disagreement(Section(".nv_fatbin", 0x8000, 0x10, 0x10, 0x10), 0x5000, LoadMap(())) is None
+
+
+def test_relative_addends_are_what_ld_so_writes():
+    data = (LOADER / "libgcc_sass86_1tib_rela.so").read_bytes()
+    # the two wrapper records at 0x5010 and 0x5028 (readelf -x .nvFatBinSegment): data at +8, prelinked at +16
+    assert relative_addends(data, 0x5010, 0x5040) == {0x5018: 0x2000, 0x5020: 0x5008, 0x5030: 0x2600}
+    assert relative_addends(data, 0, 0x10) == {}
+    assert relative_addends(b"not an ELF file", 0, 1 << 64) == {}
+
+
+def test_without_the_relocations_the_rela_fixture_could_not_be_followed(monkeypatch):
+    from cuda4amd.scan.read import fatbin
+
+    monkeypatch.setattr(fatbin, "relative_addends", lambda buf, lo, hi: {})
+    with pytest.raises(MalformedBinary, match="no fat binary wrapper record points into it"):
+        kernels("libgcc_sass86_1tib_rela.so")

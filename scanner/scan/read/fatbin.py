@@ -46,9 +46,12 @@ Where containers are found
   ``.nv_fatbin``, or → ``__nv_relfatbin`` for an ``-rdc`` object's
   relocatable code); version 2 (``FATBINC_LINK_VERSION``) is the device-link
   stub nvcc generates, its last field points at the prelinked-fatbin array.
-  Wrappers whose pointer is 0 or maps nowhere, or whose target is not a
-  container, are skipped: in ELF the pointer is a dynamic relocation that GNU
-  ld also writes in place (other linkers may leave 0, objects always do).
+  In ELF the pointer is a dynamic relocation: GNU ld also writes its value in
+  place, lld by default does not (``--apply-dynamic-relocs`` is off), so a
+  pointer 0 in place is read from its R_*_RELATIVE relocation in DT_RELA, as
+  ld.so writes it (cuda4amd.scan.read.elf.relative_addends); one still 0 (an
+  object file) is skipped. A pointer that maps to no file bytes, or to bytes
+  that are not a container, is a damaged wrapper (MalformedBinary).
   Wrappers matter only for containers outside the container sections, and
   for a container section whose header the loader's map contradicts
   (cuda4amd.scan.read.loadmap: ld.so maps PT_LOAD segments and ignores section
@@ -119,6 +122,7 @@ from functools import partial
 
 from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import Buffer, MalformedBinary
+from cuda4amd.scan.read.elf import relative_addends
 from cuda4amd.scan.read.loadmap import LoadMap, disagreement, load_map
 from cuda4amd.scan.read.pages import CHUNK, Pages, disk_faults
 
@@ -697,15 +701,12 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
     Returns the indexes of the ``unfollowed`` sections a pointer lands in (by the address their
     header claims)."""
     buf, size = scan.buf, scan.size
-    unfollowed = unfollowed or {}
-    reached: set[int] = set()
     wrappers = [s for s in info.sections if s.name in WRAPPER_SECTIONS]
+    targets = _Targets(buf, info, _address_spans(info, size, extents, unfollowed), unfollowed or {}, lmap, wrappers)
     if not wrappers:
-        return reached
+        return targets.reached
     endian, base, ptr, wmagic = _wrapper_format(buf, info)
     record = 8 + 2 * ptr.size
-    spans = _address_spans(info, size, extents, unfollowed)
-    starts = sorted(spans)
     count = 0
     for w in wrappers:
         wstart, wend = _extent(w, size, strict=False)
@@ -725,23 +726,16 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
             (version,) = struct.unpack_from(endian + "I", buf, hit + 4)
             (target,) = ptr.unpack_from(buf, hit + 8)
+            if not target and info.format == "ELF" and w.virtual_address:
+                target = targets.relocated(w.virtual_address + (hit - wstart) + 8)
             if not target:
                 continue
-            rva = target - base
-            i = bisect_right(starts, rva) - 1
-            va0 = starts[i] if i >= 0 else 0
-            walked = i >= 0 and rva < spans[va0][0]
-            if walked:
-                _va1, fstart, fend, name = spans[va0]
-                off = fstart + (rva - va0)
-            else:  # no section header that agrees with the loader holds it: the loader's map does
-                lmap = lmap or load_map(buf, info)
-                found = _loader_target(info, unfollowed, lmap, rva, reached)
-                if found is None:
-                    raise MalformedBinary(
-                        f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of "
-                        f"the file holds: the CUDA runtime would register no kernels from it")
-                off, fend, name = found
+            found = targets.resolve(target - base)
+            if found is None:
+                raise MalformedBinary(
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of "
+                    f"the file holds: the CUDA runtime would register no kernels from it")
+            off, fend, name, walked = found
             if version == LINK_WRAPPER_VERSION:
                 scan.link_targets.add(off)
             if walked and name in CONTAINER_SECTIONS:
@@ -755,7 +749,49 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                     f"binary container (magic {bytes(buf[off:off + 4]).hex() or 'none'}, not "
                     f"{MAGIC_BYTES.hex()}): a damaged container header")
             scan.container(off, fend, name)
-    return reached
+    return targets.reached
+
+
+class _Targets:
+    """Where a wrapper's pointer leads (_follow_wrappers): first the sections whose headers agree with
+    the loader, else the loader's own map; ELF pointers left 0 in place read from their relocations."""
+
+    def __init__(self, buf: Buffer, info: BinaryInfo, spans: dict[int, tuple[int, int, int, str]],
+                 unfollowed: Mapping[int, str], lmap: LoadMap | None, wrappers: list[Section]) -> None:
+        self.buf, self.info, self.spans, self.unfollowed, self.lmap = buf, info, spans, unfollowed, lmap
+        self.starts = sorted(spans)
+        self.wrappers = wrappers
+        self.reached: set[int] = set()  # the unfollowed sections a pointer landed in
+        self.addends: dict[int, int] | None = None  # read on first need
+
+    def relocated(self, address: int) -> int:
+        """What ld.so writes at ``address`` of a wrapper section (a RELATIVE relocation's addend), or 0."""
+        if self.addends is None:
+            self.addends = _relocated_pointers(self.buf, self.wrappers, len(self.buf))
+        return self.addends.get(address, 0)
+
+    def resolve(self, rva: int) -> tuple[int, int, str, bool] | None:
+        """(file offset, end of the file data that bounds it, section or region name, whether it is in a
+        section header that agrees with the loader) of ``rva``; None where no file bytes are mapped."""
+        i = bisect_right(self.starts, rva) - 1
+        if i >= 0:
+            va0 = self.starts[i]
+            va1, fstart, fend, name = self.spans[va0]
+            if rva < va1:
+                return fstart + (rva - va0), fend, name, True
+        self.lmap = self.lmap or load_map(self.buf, self.info)  # no agreeing section header holds it
+        found = _loader_target(self.info, self.unfollowed, self.lmap, rva, self.reached)
+        return None if found is None else (*found, False)
+
+
+def _relocated_pointers(buf: Buffer, wrappers: list[Section], size: int) -> dict[int, int]:
+    """Address -> value ld.so writes there, for the RELATIVE relocations inside the wrapper sections."""
+    out: dict[int, int] = {}
+    for w in wrappers:
+        start, end = _extent(w, size, strict=False)
+        if w.virtual_address and end > start:
+            out.update(relative_addends(buf, w.virtual_address, w.virtual_address + (end - start)))
+    return out
 
 
 def _loader_target(info: BinaryInfo, unfollowed: Mapping[int, str], lmap: LoadMap, rva: int,
