@@ -10,7 +10,10 @@ whose list names exactly one driver function is mapped to it, citing the header 
 section (its ``\\defgroup``). Left out, and counted in the file's notes: functions whose list names no
 driver function (nothing documented) and those naming several (which one a call ends in depends on
 its arguments: cudaMemcpy names cuMemcpyDtoH, cuMemcpyHtoD, cuMemcpyDtoD, cuMemcpy), and names the
-driver header ``include/cuda.h`` does not declare (a typo in a comment is not a driver function).
+driver header ``include/cuda.h`` does not declare (a typo in a comment is not a driver function);
+also a See also name other than the function's own counterpart where cuda.h declares that one
+(cudaStreamGetDevice names cuStreamGetId, cuda.h has cuStreamGetDevice: a cross-reference), and the
+functions in OWN_ANSWER, which cudart answers from its own facts.
 Deterministic: same headers, same bytes.
 """
 from __future__ import annotations
@@ -22,7 +25,16 @@ import sys
 from pathlib import Path
 
 DECLARATION = re.compile(r"^extern __host__.*?CUDARTAPI\s+(cuda\w+)\s*\(")
-GROUP = re.compile(r"\\defgroup\s+(CUDART_\w+)\s+(.+?)\s*$")
+GROUP = re.compile(r"\\defgroup\s+(CUDART_\w+)\s+(.+?)\s*(?:\*/)?\s*$")
+#: a group reopened further down the header (its functions are documented in the first one's section)
+ADD_TO_GROUP = re.compile(r"\\addtogroup\s+(CUDART_\w+)")
+#: runtime functions whose See also names a driver function they do not end in: cudart answers them
+#: itself, from its own facts (the signatures in cuda_runtime_api.h say so)
+OWN_ANSWER = {
+    "cudaGetErrorName": "takes a cudaError_t, an error code of the runtime (cuGetErrorName takes a CUresult)",
+    "cudaGetErrorString": "takes a cudaError_t, an error code of the runtime (cuGetErrorString takes a CUresult)",
+    "cudaRuntimeGetVersion": "returns the version of the runtime (cuDriverGetVersion: that of the driver)",
+}
 DRIVER_NAME = re.compile(r"::(cu[A-Z]\w*)")
 DRIVER_DECLARATION = re.compile(r"CUresult\s+CUDAAPI\s+(cu[A-Z]\w*)\s*\(")
 DOCS = "https://docs.nvidia.com/cuda/cuda-runtime-api/group__{}.html"
@@ -53,13 +65,18 @@ def mapping(runtime_header: Path, driver_header: Path) -> tuple[list[dict[str, s
     lines = runtime_header.read_text(encoding="utf-8").split("\n")
     declared = set(DRIVER_DECLARATION.findall(driver_header.read_text(encoding="utf-8")))
     rows: list[dict[str, str]] = []
-    left: dict[str, list[str]] = {"none": [], "several": [], "undeclared": []}
+    left: dict[str, list[str]] = {"none": [], "several": [], "undeclared": [], "other": [], "own": []}
     seen: set[str] = set()
+    titles: dict[str, str] = {}
     group = ("", "")
     for i, line in enumerate(lines):
         found = GROUP.search(line)
         if found:
             group = (found.group(1), found.group(2))
+            titles.setdefault(group[0], group[1])
+        added = ADD_TO_GROUP.search(line)
+        if added:
+            group = (added.group(1), titles.get(added.group(1), added.group(1)))
         decl = DECLARATION.match(line)
         if not decl or decl.group(1) in seen:
             continue
@@ -73,6 +90,11 @@ def mapping(runtime_header: Path, driver_header: Path) -> tuple[list[dict[str, s
             left["several"].append(name)
         elif drivers[0][0] not in declared:
             left["undeclared"].append(f"{name} (\\sa names {drivers[0][0]}, line {drivers[0][1]})")
+        elif "cu" + name[4:] in declared and drivers[0][0] != "cu" + name[4:]:
+            # its own counterpart exists, and the See also names another: a cross-reference
+            left["other"].append(f"{name} (\\sa names {drivers[0][0]}, cuda.h declares cu{name[4:]})")
+        elif name in OWN_ANSWER:
+            left["own"].append(f"{name}: {OWN_ANSWER[name]}")
         else:
             rows.append({"runtime": name, "driver": drivers[0][0], "section": group[1],
                          "doc": DOCS.format(group[0].replace("_", "__")),
@@ -113,6 +135,10 @@ def toml(rows: list[dict[str, str]], left: dict[str, list[str]], runtime: str, d
         "left out, several driver functions in its See also (which one a call ends in depends on its "
         "arguments): " + ", ".join(left["several"]),
         "left out, a See also name that cuda.h does not declare: " + (", ".join(left["undeclared"]) or "none"),
+        "left out, a See also name other than the counterpart of the function, which cuda.h declares (a "
+        "cross-reference, not the function it ends in): " + (", ".join(left["other"]) or "none"),
+        "left out, answered by cudart itself (the See also names a related driver function): "
+        + ("; ".join(left["own"]) or "none"),
     ]
     out = [
         "# The driver function each CUDA runtime function ends in, as NVIDIA documents it.",

@@ -58,6 +58,12 @@ def test_the_shipped_mapping_cites_nvidias_documentation(rules):
     assert calls["cudaMallocManaged"].doc.endswith("group__CUDART__MEMORY.html")
     notes = " ".join(rules.cudart_driver.provenance[0].notes)
     assert "cudaMemcpy" in notes and "nothing documented" in notes
+    # a See also that is a cross-reference, or a function cudart answers itself, is not where a call ends
+    for name in ("cudaStreamGetDevice", "cudaGraphConditionalHandleCreate", "cudaGetErrorName", "cudaGetErrorString",
+                 "cudaRuntimeGetVersion"):
+        assert name not in calls and name in notes
+    # a group reopened further down the header keeps its section (\addtogroup CUDART_DEVICE)
+    assert calls["cudaSetDevice"].section == "Device Management"
 
 
 def test_release_table_states_of_the_driver_functions(rules):
