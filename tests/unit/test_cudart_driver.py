@@ -138,3 +138,18 @@ def test_an_extra_folder_replaces_a_row(tmp_path):
 def test_invalid_rows_are_refused_when_loaded(tmp_path, row, message):
     with pytest.raises(RulesError, match=message):
         load_rules([rules_folder(tmp_path, row)])
+
+
+def test_a_runtime_function_ending_in_a_driver_function_the_release_lacks_is_degraded(tmp_path):
+    """v5's driver table lacks cuLogsCurrent (v6-preview.69 declares it): a row of an extra rules folder
+    that maps cudaMalloc to it makes runtime_user.exe degraded at v5, the reason saying calling it fails."""
+    import json
+
+    folder = rules_folder(tmp_path / "rules", ROW.format(runtime="cudaMalloc", driver="cuLogsCurrent", doc=DOC))
+    shutil.copy(FIXTURES / "pe" / "runtime_user.exe", tmp_path)
+    result = CliRunner().invoke(main, ["scan", str(tmp_path / "runtime_user.exe"), "--host", "none", "--rules",
+                                       str(folder), "--zluda-release", "v5", "--format", "json"])
+    row = by_path(json.loads(result.output))["runtime_user.exe"]
+    assert row["verdict"] == "degraded"
+    assert any("cudaMalloc → cuLogsCurrent" in r and "not exported by ZLUDA's driver, so calling it fails" in r
+               for r in row["reasons"]), row["reasons"]
