@@ -18,7 +18,14 @@ import posixpath
 import re
 from typing import IO, TYPE_CHECKING
 
-from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
+from cuda4amd.report.document import (
+    SOFTWARE_ONLY_HERE,
+    headline,
+    parts_line,
+    ptx_check_line,
+    read_problems,
+    unregistered_ptx_line,
+)
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.words import counted
@@ -129,7 +136,8 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
         f"{counted(summary['binaries'], 'binary', 'binaries')} in {counted(summary['files'], 'file')}: "
         f"{summary['cuda_binaries']} {'uses' if summary['cuda_binaries'] == 1 else 'use'} CUDA — "
         f"{summary['ready']} ready, {summary['degraded']} degraded, {summary['blocked']} blocked"
-        + (f"; {summary['errors']} could not be read" if summary["errors"] else ""),
+        + (f"; {summary.get('unread', summary['errors'])} could not be read"
+           if summary.get("unread", summary["errors"]) else ""),
         style="dim",
     ))
     if parts_line(summary):
@@ -161,10 +169,20 @@ def show(console: Console, doc: dict, *, verbose: bool = False, quiet: bool = Fa
 
     for line in console_lines(doc):
         console.print(Text(line, style="dim"))
-    if doc["errors"]:
-        console.print(Text(f"{counted(len(doc['errors']), 'file')} could not be read:", style="bold"))
-        for error in doc["errors"]:
-            console.print(Text(f"  {error['path']}: {error['message']}"))
+    _print_problems(console, doc)
+
+
+def _print_problems(console: Console, doc: dict) -> None:
+    """The files that could not be read, then those read with a note (judged; what the reader found odd
+    on the way: document.NOTE_STAGES)."""
+    from rich.text import Text
+
+    unread, notes = read_problems(doc)
+    for errors, what in ((unread, "could not be read"), (notes, "read with a note")):
+        if errors:
+            console.print(Text(f"{counted(len({e['path'] for e in errors}), 'file')} {what}:", style="bold"))
+            for error in errors:
+                console.print(Text(f"  {error['path']}: {error['message']}"))
 
 
 def _print_binaries(console: Console, cuda: list[dict], verbose: bool) -> None:

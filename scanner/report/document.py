@@ -46,6 +46,18 @@ HEADLINES = {
 SOFTWARE_ONLY_HERE = "no AMD GPU or HIP SDK was found on this machine"
 
 
+#: error stages of a file that was read, with a problem noted (model.FileError; scan/verdict.py UNREAD_STAGES
+#: are the others): listed apart, never counted as "could not be read"
+NOTE_STAGES = frozenset({"loader", "strings"})
+
+
+def read_problems(document: dict) -> tuple[list[dict], list[dict]]:
+    """The document's errors as (files that could not be read, notes on files that were read)."""
+    errors = document.get("errors") or []
+    return ([e for e in errors if e.get("stage") not in NOTE_STAGES],
+            [e for e in errors if e.get("stage") in NOTE_STAGES])
+
+
 def headline(document: dict) -> str:
     """The target verdict in words, one text per state, naming the parts it rests on (summary.parts);
     `incomplete` says how many files were not read and what the rest comes to."""

@@ -31,7 +31,14 @@ from dataclasses import dataclass
 from typing import Any
 
 from cuda4amd.model import REPORT_SYMBOL_STATES, loader_key, platform_of
-from cuda4amd.report.document import SOFTWARE_ONLY_HERE, headline, parts_line, ptx_check_line, unregistered_ptx_line
+from cuda4amd.report.document import (
+    SOFTWARE_ONLY_HERE,
+    headline,
+    parts_line,
+    ptx_check_line,
+    read_problems,
+    unregistered_ptx_line,
+)
 from cuda4amd.report.escape import visible_document
 from cuda4amd.report.grouping import binary_counts, group_label, own_reasons, reason_groups, without_repeats
 from cuda4amd.words import counted, settings
@@ -205,8 +212,8 @@ class _Report:
             f"{summary.get('cuda_binaries', 0)} use CUDA — {summary.get('ready', 0)} ready, "
             f"{summary.get('degraded', 0)} degraded, {summary.get('blocked', 0)} blocked"
         )
-        if summary.get("errors"):
-            counts += f"; {summary['errors']} could not be read"
+        if summary.get("unread", summary.get("errors")):
+            counts += f"; {summary.get('unread', summary.get('errors'))} could not be read"
         lines.append(counts + ".")
         if parts_line(summary):
             lines += ["", text(parts_line(summary)) + "."]
@@ -426,15 +433,18 @@ class _Report:
         return summary + (f" {text(check)}." if check else "") + (f" {text(unregistered)}." if unregistered else "")
 
     def errors(self, level: Detail) -> str:
-        errors = self.doc.get("errors") or []
-        if not errors:
-            return ""
-        shown = errors[: level.rows]
-        rows = [[code(e.get("path", "")), text(e.get("stage", "")),
-                 text(_cut(e.get("message", ""), level.reason_chars))]
-                for e in shown]
-        more = f"\n\n… and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
-        return "## Files that could not be read\n\n" + _table(["file", "stage", "problem"], rows) + more
+        unread, notes = read_problems(self.doc)
+        sections = []
+        for title, errors in (("Files that could not be read", unread), ("Files read with a note", notes)):
+            if not errors:
+                continue
+            shown = errors[: level.rows]
+            rows = [[code(e.get("path", "")), text(e.get("stage", "")),
+                     text(_cut(e.get("message", ""), level.reason_chars))]
+                    for e in shown]
+            more = f"\n\n… and {len(errors) - len(shown)} more" if len(errors) > len(shown) else ""
+            sections.append(f"## {title}\n\n" + _table(["file", "stage", "problem"], rows) + more)
+        return "\n\n".join(sections)
 
     def footer(self) -> str:
         doc = self.doc

@@ -22,6 +22,7 @@ from functools import cached_property
 from pathlib import Path
 from types import MappingProxyType
 
+from cuda4amd.rules.cudart import CUDART_FILE, CudartMap, load_cudart_files
 from cuda4amd.rules.families import (
     FAMILIES_FILE,
     Family,
@@ -124,6 +125,7 @@ class RuleSet:
         self._symbols  # noqa: B018 - built and kept by the cached property
         for tag in self.release_tags:
             self.release(tag)
+        self.cudart_driver  # noqa: B018 - parsed and kept by the cached property
 
     def release(self, tag: str) -> ZludaRelease:
         """The release table for `tag`, parsed from its file on first use."""
@@ -208,6 +210,12 @@ class RuleSet:
         """The code generators of every rules folder's runtime/generators.toml, parsed on first use;
         a later folder's generator replaces an earlier one of the same id."""
         return load_generator_files([d / GENERATORS_FILE for d in self.runtime_dirs if (d / GENERATORS_FILE).is_file()])
+
+    @cached_property
+    def cudart_driver(self) -> CudartMap:
+        """The driver function each CUDA runtime function ends in (runtime/cudart-to-driver.toml of every
+        rules folder), parsed on first use; a later folder's row for a runtime function wins."""
+        return load_cudart_files([d / CUDART_FILE for d in self.runtime_dirs if (d / CUDART_FILE).is_file()])
 
     def pin_for(self, tag: str, platform: str) -> Pin | None:
         return next((p for p in self.pins if p.tag == tag and p.platform == platform), None)
@@ -295,10 +303,11 @@ class _Loading:
                 raise RulesError(folder, "shipped rules folder is missing")
             return
         for p in _toml_files(folder):
-            if p.name not in (NAMES_FILE, GENERATORS_FILE, SUBLIBRARIES_FILE):
+            if p.name not in (NAMES_FILE, GENERATORS_FILE, SUBLIBRARIES_FILE, CUDART_FILE):
                 raise RulesError(p, f"unknown rules file (expected {RUNTIME_DIR}/{NAMES_FILE}, "
-                                    f"{RUNTIME_DIR}/{GENERATORS_FILE} or {RUNTIME_DIR}/{SUBLIBRARIES_FILE})")
-        for required in (NAMES_FILE, GENERATORS_FILE):
+                                    f"{RUNTIME_DIR}/{GENERATORS_FILE}, {RUNTIME_DIR}/{SUBLIBRARIES_FILE} "
+                                    f"or {RUNTIME_DIR}/{CUDART_FILE})")
+        for required in (NAMES_FILE, GENERATORS_FILE, CUDART_FILE):
             if is_shipped and not (folder / required).is_file():
                 raise RulesError(folder / required, "shipped rules file is missing")
         self.runtime_dirs.append(folder)
@@ -353,6 +362,7 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
     Every folder has the same layout, each file optional in an extra folder:
     ``families.toml``, ``system.toml``, ``gpus.toml``, ``frameworks/<id>.toml``,
     ``kernels/*.toml``, ``runtime/names.toml``, ``runtime/generators.toml``, ``runtime/sublibraries.toml``,
+    ``runtime/cudart-to-driver.toml``,
     ``zluda/releases.toml``, ``zluda/<tag>.toml``. Extra folders add families,
     unknown-name patterns, system groups, releases and pins (re-using a
     family id, a release tag or a pin raises RulesError); they add or replace
@@ -379,4 +389,5 @@ def load_rules(extra_dirs: Sequence[str | os.PathLike[str]] = ()) -> RuleSet:
         rules.names  # noqa: B018 - likewise for the extra run-time names
         rules.generators  # noqa: B018 - and the extra code generators
         rules.splits  # noqa: B018 - and the extra front-end splits
+        rules.cudart_driver  # noqa: B018 - and the extra runtime-to-driver rows
     return rules

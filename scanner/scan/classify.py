@@ -7,6 +7,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field, replace
 
 from cuda4amd.model import SYMBOL_STATES, ScannedBinary, loader_key
+from cuda4amd.rules.cudart import CudartMap, RuntimeCall
 from cuda4amd.rules.releases import ZludaRelease
 from cuda4amd.rules.ruleset import RuleSet
 from cuda4amd.scan.graph import Edge, platform_of
@@ -26,10 +27,22 @@ class Identity:
 
 
 @dataclass(frozen=True)
+class DriverCall:
+    """A CUDA runtime function a binary imports, the driver function it ends in (rules.cudart_driver)
+    and that one's state in the release's driver table (implemented, stub or missing)."""
+
+    call: RuntimeCall
+    state: str
+
+
+@dataclass(frozen=True)
 class Dependency:
     edge: Edge
     identity: Identity
     symbols: dict[str, tuple[str, ...]] = field(default_factory=dict)  # state -> names
+    #: of a library ZLUDA passes through (NVIDIA's cudart): its imported functions that end in a driver
+    #: function of the release's table, in name order
+    runtime_calls: tuple[DriverCall, ...] = ()
 
     @property
     def is_cuda(self) -> bool:
@@ -133,7 +146,10 @@ def classify_edges(
             symbols = driver_tables.states(binary.driver_names.names)
         else:
             symbols = _symbol_states(binary, edge, identity, rules, release)
-        result.append(Dependency(edge, identity, symbols))
+        calls: tuple[DriverCall, ...] = ()
+        if identity.route == "passthrough" and identity.zluda_library is None and symbols.get("unchecked"):
+            calls = driver_tables.runtime_calls(symbols["unchecked"], rules.cudart_driver)
+        result.append(Dependency(edge, identity, symbols, calls))
     return result
 
 
@@ -165,20 +181,38 @@ class _DriverTables:
         self._known: dict[str, str] | None = None  # only when a name is not in this release's table
 
     def states(self, names: Iterable[str]) -> dict[str, tuple[str, ...]]:
-        if self._table is None:
-            self._table = _newest_variants(self.release.functions.get("driver", {}))
-        table = self._table
         grouped: dict[str, list[str]] = {state: [] for state in SYMBOL_STATES}
         for name in names:
-            state = table.get(name)
-            if state is None:
-                if self._known is None:
-                    self._known = _newest_variants(_declared_driver_functions(self.rules))
-                if name not in self._known:
-                    continue  # a message or another API's identifier, not a driver function
-                state = "missing"
-            grouped[state].append(name)
+            state = self.state(name)
+            if state is not None:
+                grouped[state].append(name)
         return {state: tuple(sorted(found)) for state, found in grouped.items() if found}
+
+    def state(self, name: str) -> str | None:
+        """A driver function's state as a request (its newest variant's), None for a name no release declares."""
+        if self._table is None:
+            self._table = _newest_variants(self.release.functions.get("driver", {}))
+        state = self._table.get(name)
+        if state is None:
+            if self._known is None:
+                self._known = _newest_variants(_declared_driver_functions(self.rules))
+            if name not in self._known:
+                return None  # a message or another API's identifier, not a driver function
+            state = "missing"
+        return state
+
+    def runtime_calls(self, names: Iterable[str], cudart: CudartMap) -> tuple[DriverCall, ...]:
+        """The driver function each runtime function of ``names`` ends in, with its state here. NVIDIA's
+        cudart asks the driver for its entry points with cuGetProcAddress and the CUDA version it was
+        built for (families.toml, runtime_api), so a driver name is judged as a request: by its newest
+        `_vN` variant. A runtime function without a documented driver function is not judged."""
+        found = []
+        for name in sorted(names):
+            call = cudart.calls.get(name)
+            state = self.state(call.driver) if call is not None else None
+            if call is not None and state is not None:
+                found.append(DriverCall(call, state))
+        return tuple(found)
 
 
 def _newest_variants(table: Mapping[str, str]) -> dict[str, str]:

@@ -387,6 +387,25 @@ def _judge_dependency(result: BinaryVerdict, dep: Dependency, bind_now: bool) ->
         result.worsen("degraded", f"{name}: an NVIDIA library cuda4amd has no rule for")
     else:  # passthrough
         result.worsen("ready")
+        _judge_runtime_calls(result, name, dep)
+
+
+def _judge_runtime_calls(result: BinaryVerdict, name: str, dep: Dependency) -> None:
+    """NVIDIA's cudart runs unchanged on ZLUDA's driver: an imported runtime function is as good as the
+    driver function it ends in (rules/runtime/cudart-to-driver.toml, from NVIDIA's documentation). cudart
+    resolves driver functions when it starts, so one ZLUDA lacks or stubs fails only when called:
+    degraded, whatever the load."""
+    for state, what in (("stub", "a ZLUDA stub that returns NOT_SUPPORTED"),
+                        ("missing", "not exported by ZLUDA's driver, so calling it fails")):
+        calls = [c.call for c in dep.runtime_calls if c.state == state]
+        if not calls:
+            continue
+        one = len(calls) == 1
+        sections = ", ".join(dict.fromkeys(c.section for c in calls[:LIST_AT_MOST]))
+        result.worsen("degraded", f"{name}: {counted(len(calls), 'imported function')} {'ends' if one else 'end'} "
+                                  f"in a driver function that is {what}: "
+                                  f"{_names(f'{c.runtime} → {c.driver}' for c in calls)} (NVIDIA CUDA Runtime "
+                                  f"API, See also of {'it' if one else 'each'}: {sections})")
 
 
 def _propagate(results: dict[str, BinaryVerdict], not_loaded: set[str] | None = None) -> None:

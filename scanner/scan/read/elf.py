@@ -544,6 +544,80 @@ def _verneed(e: _Elf, off: int, end: int, num: int, strtab: tuple[int, int]) -> 
     return out
 
 
+def load_segments(buf: Buffer) -> tuple[tuple[int, int, int], ...]:
+    """(p_vaddr, p_offset, p_filesz) of each PT_LOAD with file data: the file bytes ld.so maps,
+    and at which address (glibc elf/dl-load.c, _dl_map_segments maps p_filesz bytes from
+    p_offset at l_addr + p_vaddr; the section headers play no part). Only the ELF header and
+    the program headers are read. Empty for a file without them (a relocatable object) or one
+    whose headers cannot be read (the reader reports that)."""
+    v = BinView(buf)
+    try:
+        if v.size < 0x34 or v.read(0, 4) != b"\x7fELF" or v.read(4, 1)[0] not in (1, 2):
+            return ()
+        bits = 64 if v.read(4, 1)[0] == 2 else 32
+        v.endian = ">" if v.read(5, 1)[0] == 2 else "<"
+        if bits == 64:
+            phoff, = v.unpack("Q", 0x20, "e_phoff")
+            phentsize, phnum = v.unpack("HH", 0x36, "e_phentsize")
+            layout, size = "IIQQQQQQ", 56
+        else:
+            phoff, = v.unpack("I", 0x1C, "e_phoff")
+            phentsize, phnum = v.unpack("HH", 0x2A, "e_phentsize")
+            layout, size = "IIIIIIII", 32
+        if not phoff or phentsize < size or phnum >= PN_XNUM:
+            return ()  # none, or extended numbering (section header 0): read by the reader, not here
+        out = []
+        for i in range(phnum):
+            row = v.unpack(layout, phoff + i * phentsize, "program header")
+            typ, off, vaddr, filesz = (row[0], row[2], row[3], row[5]) if bits == 64 else (*row[:3], row[4])
+            if typ == PT_LOAD and filesz:
+                out.append((vaddr, off, filesz))
+        return tuple(out)
+    except MalformedBinary:
+        return ()
+
+
+DT_RELA, DT_RELASZ, DT_RELAENT = 7, 8, 9
+#: R_<machine>_RELATIVE by e_machine: the value is the load base + r_addend (x86-64, AArch64, PPC64,
+#: RISC-V, LoongArch psABIs)
+R_RELATIVE = {62: 8, 183: 1027, 21: 22, 243: 3, 258: 3}
+#: relocations read from one DT_RELA table at most (a big CUDA library has a few million)
+MAX_RELOCATIONS = 20_000_000
+
+
+def relative_addends(buf: Buffer, lo: int, hi: int) -> dict[int, int]:
+    """r_offset -> r_addend of the RELATIVE relocations of the DT_RELA table whose r_offset lies in
+    [lo, hi): what ld.so writes at those addresses (the load base plus the addend; glibc
+    elf/do-rel.h, elf_machine_rela_relative), whatever the file holds there. GNU ld also writes the
+    addend in place; lld does not by default ("Do not apply link-time values for dynamic relocations
+    (default)", lld ELF/Options.td --apply-dynamic-relocs), leaving 0. Empty where the file has no such
+    table or it cannot be read (the reader reports damage)."""
+    try:
+        e = _Elf(BinView(buf))
+        relative = R_RELATIVE.get(e.e_machine)
+        tags = dict(e.dynamic() or [])
+        if relative is None or DT_RELA not in tags or not any(p[0] == PT_LOAD for p in e.phdrs):
+            return {}
+        where = e.load_offset(tags[DT_RELA], "DT_RELA")
+    except MalformedBinary:
+        return {}
+    if where is None:
+        return {}
+    fmt, ent = ("QQq", 24) if e.bits == 64 else ("IIi", 12)
+    if tags.get(DT_RELAENT, ent) != ent:
+        return {}
+    start, end = where
+    count = min(tags.get(DT_RELASZ, 0), end - start, len(buf) - start) // ent
+    count = min(count, MAX_RELOCATIONS)
+    endian = "<" if e.little else ">"
+    out: dict[int, int] = {}
+    for offset, info, addend in struct.iter_unpack(endian + fmt, buf[start:start + count * ent]):
+        kind = info & 0xFFFFFFFF if e.bits == 64 else info & 0xFF
+        if kind == relative and lo <= offset < hi:
+            out[offset] = addend
+    return out
+
+
 def loader_disagreements(buf: Buffer) -> tuple[str, ...]:
     """Where the section headers of an ELF file describe its dynamic
     information differently from what ld.so reads (the reader follows ld.so):

@@ -46,10 +46,21 @@ Where containers are found
   ``.nv_fatbin``, or → ``__nv_relfatbin`` for an ``-rdc`` object's
   relocatable code); version 2 (``FATBINC_LINK_VERSION``) is the device-link
   stub nvcc generates, its last field points at the prelinked-fatbin array.
-  Wrappers whose pointer is 0 or maps nowhere, or whose target is not a
-  container, are skipped: in ELF the pointer is a dynamic relocation that GNU
-  ld also writes in place (other linkers may leave 0, objects always do).
-  Wrappers matter only for containers outside the container sections.
+  In ELF the pointer is a dynamic relocation: GNU ld also writes its value in
+  place, lld by default does not (``--apply-dynamic-relocs`` is off), so a
+  pointer 0 in place is read from its R_*_RELATIVE relocation in DT_RELA, as
+  ld.so writes it (cuda4amd.scan.read.elf.relative_addends); one still 0 (an
+  object file) is skipped. A pointer that maps to no file bytes, or to bytes
+  that are not a container, is a damaged wrapper (MalformedBinary).
+  Wrappers matter only for containers outside the container sections, and
+  for a container section whose header the loader's map contradicts
+  (cuda4amd.scan.read.loadmap: ld.so maps PT_LOAD segments and ignores section
+  headers; Windows maps the section table). Such a section (a 1 TiB size, an
+  offset its address does not map to) is not walked: its containers are
+  parsed where the wrappers point, through the loader's map, each bounded by
+  its own size and the file data of its region, and ``notes`` says so. If no
+  wrapper points into it, nothing tells where its containers are: that is a
+  reading error (MalformedBinary), never "no kernels".
 * ``deep=True``: ``.data``, ``.rdata``, ``.rodata``, ``.cask_re`` are searched
   for the container magic at 8-byte aligned file offsets (NVIDIA's own
   libraries embed many fat binaries there: cufft64_11.dll has ~24 000 in
@@ -106,11 +117,13 @@ from __future__ import annotations
 import re
 import struct
 from bisect import bisect_left, bisect_right, insort
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from cuda4amd.model import BinaryInfo, FatbinEntry, KernelReport, Section
 from cuda4amd.scan.read.binview import Buffer, MalformedBinary
+from cuda4amd.scan.read.elf import relative_addends
+from cuda4amd.scan.read.loadmap import LoadMap, disagreement, load_map
 from cuda4amd.scan.read.pages import CHUNK, Pages, disk_faults
 
 __all__ = [
@@ -678,15 +691,22 @@ def _wrapper_targets(buf: Buffer, info: BinaryInfo, section: Section, start: int
     return targets
 
 
-def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int, int]]) -> None:
+def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int, int]],
+                     unfollowed: Mapping[int, str] | None = None, lmap: LoadMap | None = None) -> set[int]:
+    """Parse the containers the wrapper records point at, as the CUDA runtime is handed them.
+
+    A pointer is mapped to file bytes through the sections whose headers agree with the loader
+    (``extents``, less ``unfollowed``), exactly bounded by them; elsewhere through the loader's own
+    map (``lmap``: ELF PT_LOAD segments, PE sections), bounded by the file data of that region.
+    Returns the indexes of the ``unfollowed`` sections a pointer lands in (by the address their
+    header claims)."""
     buf, size = scan.buf, scan.size
     wrappers = [s for s in info.sections if s.name in WRAPPER_SECTIONS]
+    targets = _Targets(buf, info, _address_spans(info, size, extents, unfollowed), unfollowed or {}, lmap, wrappers)
     if not wrappers:
-        return
+        return targets.reached
     endian, base, ptr, wmagic = _wrapper_format(buf, info)
     record = 8 + 2 * ptr.size
-    spans = _address_spans(info, size, extents)
-    starts = sorted(spans)
     count = 0
     for w in wrappers:
         wstart, wend = _extent(w, size, strict=False)
@@ -706,20 +726,19 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                 raise MalformedBinary(f"more than {MAX_WRAPPERS} fat binary wrappers (hostile input?)")
             (version,) = struct.unpack_from(endian + "I", buf, hit + 4)
             (target,) = ptr.unpack_from(buf, hit + 8)
+            if not target and info.format == "ELF" and w.virtual_address:
+                target = targets.relocated(w.virtual_address + (hit - wstart) + 8)
             if not target:
                 continue
-            rva = target - base
-            i = bisect_right(starts, rva) - 1
-            va0 = starts[i] if i >= 0 else 0
-            if i < 0 or rva >= spans[va0][0]:
+            found = targets.resolve(target - base)
+            if found is None:
                 raise MalformedBinary(
-                    f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of the "
-                    f"file holds: the CUDA runtime would register no kernels from it")
-            _va1, fstart, fend, name = spans[va0]
-            off = fstart + (rva - va0)
+                    f"fat binary wrapper at {hit:#x} in {w.name} points at {target:#x}, which no section of "
+                    f"the file holds: the CUDA runtime would register no kernels from it")
+            off, fend, name, walked = found
             if version == LINK_WRAPPER_VERSION:
                 scan.link_targets.add(off)
-            if name in CONTAINER_SECTIONS:
+            if walked and name in CONTAINER_SECTIONS:
                 continue  # a section walked already
             scan.wrapped.add(off)
             if off in scan.seen:
@@ -730,15 +749,76 @@ def _follow_wrappers(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int
                     f"binary container (magic {bytes(buf[off:off + 4]).hex() or 'none'}, not "
                     f"{MAGIC_BYTES.hex()}): a damaged container header")
             scan.container(off, fend, name)
+    return targets.reached
 
 
-def _address_spans(info: BinaryInfo, size: int, extents: dict[int, tuple[int, int]]
-                   ) -> dict[int, tuple[int, int, int, str]]:
-    """Address map over the sections with file data: virtual address -> (end address, file start, file end,
-    name); of sections at the same address the first wins."""
+class _Targets:
+    """Where a wrapper's pointer leads (_follow_wrappers): first the sections whose headers agree with
+    the loader, else the loader's own map; ELF pointers left 0 in place read from their relocations."""
+
+    def __init__(self, buf: Buffer, info: BinaryInfo, spans: dict[int, tuple[int, int, int, str]],
+                 unfollowed: Mapping[int, str], lmap: LoadMap | None, wrappers: list[Section]) -> None:
+        self.buf, self.info, self.spans, self.unfollowed, self.lmap = buf, info, spans, unfollowed, lmap
+        self.starts = sorted(spans)
+        self.wrappers = wrappers
+        self.reached: set[int] = set()  # the unfollowed sections a pointer landed in
+        self.addends: dict[int, int] | None = None  # read on first need
+
+    def relocated(self, address: int) -> int:
+        """What ld.so writes at ``address`` of a wrapper section (a RELATIVE relocation's addend), or 0."""
+        if self.addends is None:
+            self.addends = _relocated_pointers(self.buf, self.wrappers, len(self.buf))
+        return self.addends.get(address, 0)
+
+    def resolve(self, rva: int) -> tuple[int, int, str, bool] | None:
+        """(file offset, end of the file data that bounds it, section or region name, whether it is in a
+        section header that agrees with the loader) of ``rva``; None where no file bytes are mapped."""
+        i = bisect_right(self.starts, rva) - 1
+        if i >= 0:
+            va0 = self.starts[i]
+            va1, fstart, fend, name = self.spans[va0]
+            if rva < va1:
+                return fstart + (rva - va0), fend, name, True
+        self.lmap = self.lmap or load_map(self.buf, self.info)  # no agreeing section header holds it
+        found = _loader_target(self.info, self.unfollowed, self.lmap, rva, self.reached)
+        return None if found is None else (*found, False)
+
+
+def _relocated_pointers(buf: Buffer, wrappers: list[Section], size: int) -> dict[int, int]:
+    """Address -> value ld.so writes there, for the RELATIVE relocations inside the wrapper sections."""
+    out: dict[int, int] = {}
+    for w in wrappers:
+        start, end = _extent(w, size, strict=False)
+        if w.virtual_address and end > start:
+            out.update(relative_addends(buf, w.virtual_address, w.virtual_address + (end - start)))
+    return out
+
+
+def _loader_target(info: BinaryInfo, unfollowed: Mapping[int, str], lmap: LoadMap, rva: int,
+                   reached: set[int]) -> tuple[int, int, str] | None:
+    """Where the loader's map puts ``rva``: (file offset, end of its region's file data, the section it
+    belongs to), the section being the ``unfollowed`` one whose header claims that address
+    (added to ``reached``), else the region's name; None where no file bytes are mapped there."""
+    found = lmap.find(rva)
+    if found is None:
+        return None
+    off, fend, name = found
+    for idx in unfollowed:
+        s = info.sections[idx]
+        if s.virtual_address <= rva < s.virtual_address + max(s.file_size, s.virtual_size):
+            reached.add(idx)
+            name = s.name
+            break
+    return off, fend, name
+
+
+def _address_spans(info: BinaryInfo, size: int, extents: dict[int, tuple[int, int]],
+                   skip: Mapping[int, str] | None = None) -> dict[int, tuple[int, int, int, str]]:
+    """Address map over the sections with file data, less those in ``skip``: virtual address -> (end
+    address, file start, file end, name); of sections at the same address the first wins."""
     spans: dict[int, tuple[int, int, int, str]] = {}
     for idx, s in enumerate(info.sections):
-        if not s.virtual_address or s.file_size <= 0:
+        if not s.virtual_address or s.file_size <= 0 or (skip and idx in skip):
             continue
         start, end = extents.get(idx) or _extent(s, size, strict=False)
         if end > start:
@@ -782,7 +862,8 @@ def _check_wrapper_records(buf: Buffer, start: int, end: int, record: int, wmagi
 
 def analyse_kernels(buf: Buffer | memoryview, info: BinaryInfo, *, deep: bool = False, magics: Magics | None = None,
                     ptx_registered: list[int] | None = None,
-                    ptx_unregistered: list[tuple[int, str]] | None = None) -> KernelReport:
+                    ptx_unregistered: list[tuple[int, str]] | None = None,
+                    notes: list[str] | None = None) -> KernelReport:
     """Find and classify the fat binary entries of one PE/ELF file.
 
     ``buf``: the whole file (mmap, bytes or bytearray). ``info``: its
@@ -796,7 +877,10 @@ def analyse_kernels(buf: Buffer | memoryview, info: BinaryInfo, *, deep: bool = 
     PTX, in file order: relocatable device code (RELOCATABLE_SECTIONS) and the data sections' containers of
     the deep search, which no wrapper registers (a library hands them to ``cuModuleLoadData`` or
     ``cuLibraryLoadData`` itself, if it loads them at all).
-    Raises :class:`MalformedBinary` for corrupt containers.
+    ``notes``: given, it receives a sentence for each container section whose header the loader's map
+    contradicts (its containers are then read where the wrapper records point: :func:`_follow_wrappers`).
+    Raises :class:`MalformedBinary` for corrupt containers, and for such a section that no wrapper
+    record points into (its kernels cannot be followed).
     """
     if isinstance(buf, memoryview):
         buf = buf.tobytes()
@@ -804,12 +888,19 @@ def analyse_kernels(buf: Buffer | memoryview, info: BinaryInfo, *, deep: bool = 
     scan = _Scan(buf, magics)
     size = scan.size
     extents: dict[int, tuple[int, int]] = {}
-    for idx, s in enumerate(info.sections):
-        if s.name in CONTAINER_SECTIONS:
-            start, end = extents[idx] = _extent(s, size)
-            if end > start:
-                scan.walk(start, end, s.name, partial(_wrapper_targets, buf, info, s, start, end))
-    _follow_wrappers(scan, info, extents)
+    #: container sections whose header the loader's map contradicts: index -> why (not walked)
+    unfollowed: dict[int, str] = {}
+    lmap = _walk_container_sections(scan, info, extents, unfollowed)
+    reached = _follow_wrappers(scan, info, extents, unfollowed, lmap)
+    for idx, why in unfollowed.items():
+        name = info.sections[idx].name
+        if idx not in reached:
+            raise MalformedBinary(
+                f"the {name} section header {why}, and no fat binary wrapper record points into it: where its "
+                f"containers are cannot be told, so its kernels were not read")
+        if notes is not None:
+            notes.append(f"the {name} section header {why}; its kernels were read where the fat binary wrapper "
+                         f"records point, as the CUDA runtime reaches them (__cudaRegisterFatBinary)")
     if deep:
         for s in info.sections:
             if s.name in DEEP_SECTIONS:
@@ -823,6 +914,26 @@ def analyse_kernels(buf: Buffer | memoryview, info: BinaryInfo, *, deep: bool = 
         if ptx_unregistered is not None:
             ptx_unregistered.extend(unregistered)
     return _report(scan)
+
+
+def _walk_container_sections(scan: _Scan, info: BinaryInfo, extents: dict[int, tuple[int, int]],
+                             unfollowed: dict[int, str]) -> LoadMap | None:
+    """Walk each container section whose header agrees with the loader's map; put the file range of
+    every container section in ``extents`` and why each other one's header is not followed in
+    ``unfollowed``. Returns the loader's map, built only for a file with container sections."""
+    buf, size = scan.buf, scan.size
+    lmap: LoadMap | None = None
+    for idx, s in enumerate(info.sections):
+        if s.name in CONTAINER_SECTIONS:
+            start, end = extents[idx] = _extent(s, size)
+            if end > start:
+                lmap = lmap or load_map(buf, info)
+                why = disagreement(s, size, lmap)
+                if why is not None:
+                    unfollowed[idx] = why
+                    continue
+                scan.walk(start, end, s.name, partial(_wrapper_targets, buf, info, s, start, end))
+    return lmap
 
 
 def _ptx_containers(scan: _Scan) -> tuple[list[int], list[tuple[int, str]]]:

@@ -97,11 +97,13 @@ class PayloadInspector:
         magics = Magics(buf)  # the deep kernel search and the by-name search read the same data sections
         registered: list[int] = []
         unregistered: list[tuple[int, str]] = []  # (offset, section)
+        notes: list[str] = []  # container sections read through the loader's map, not their headers
         try:
             kernels = analyse_kernels(buf, info, deep=mode == "deep", magics=magics, ptx_registered=registered,
-                                      ptx_unregistered=unregistered)
+                                      ptx_unregistered=unregistered, notes=notes)
         except MalformedBinary as exc:
             errors.append(FileError(path, "kernels", f"fat binary: {exc}"))
+        errors += [FileError(path, "loader", f"fat binary: {note}") for note in notes]
         if kernels is not None and (registered or unregistered):
             kernels = self.check_ptx(path, buf, kernels, registered, unregistered, errors)
         try:
