@@ -74,10 +74,11 @@ def test_ctrl_c_at_start_up_exits_130(delay):
     process.send_signal(signal.SIGINT)
     out, err = process.communicate(timeout=60)
     status = process.returncode
-    if out.startswith(b"PARTIAL") and not err.strip() and status in (3, -signal.SIGINT):
+    said = err.replace(b"ready\n", b"").strip()  # the hook says `ready` again for each later open of scan.*
+    if out.startswith(b"PARTIAL") and not said and status in (3, -signal.SIGINT):
         # a fast machine: the scan had said its verdict within `delay` (the signal came after, or at exit)
         pytest.skip(f"the scan ended within {delay} s, before the signal")
-    assert status == 130, err
+    assert status == 130, (out[:200], err)
     assert b"interrupted" in err and b"Traceback" not in err and b"Aborted" not in err
 
 
