@@ -26,6 +26,11 @@ Each measurement but one is a fresh process (`python -m cuda4amd scan TREE
   * peak memory of the main process and of the whole process tree (RSS
     summed over the processes, and PSS, which counts shared pages once),
     sampled from /proc every 5 ms in one extra run;
+  * the PTX stage alone (issue 29): MB/s of PTX text per core over the
+    tree's PTX as a scan checks it (`--no-cache --jobs 1`, in one process:
+    CPU seconds spent in PtxStage.check, every release; the texts are
+    decompressed by it), counted over the distinct texts (sha256) and over
+    all it was given (a repeated text costs a hash);
   * cold page cache: each run after `sync; echo 3 > /proc/sys/vm/drop_caches`
     (needs root and a writable /proc/sys; the table says why not otherwise).
 
@@ -80,6 +85,8 @@ GOAL_MAIN_MB = 150
 GOAL_TREE_MB = 400
 # issue 28: a scan with its default jobs within this many times the floor (FLOOR)
 GOAL_FLOOR_RATIO = 2.0
+# issue 29: the PTX stage, MB/s of PTX text per core
+GOAL_PTX_MB_S = 100.0
 
 
 @dataclass
@@ -345,6 +352,55 @@ print(json.dumps({"seconds": spent, "faults": disk, "same": build(result) == fir
 """
 
 
+PTX_STAGE = """
+import hashlib, json, sys, time
+from cuda4amd.rules import load_rules
+from cuda4amd.scan.pipeline import ScanOptions, run_scan
+from cuda4amd.scan.read.ptx.stage import PtxStage
+seen, spent = {}, [0.0, 0, 0]  # CPU seconds, texts, bytes given
+check, check_text = PtxStage.check, PtxStage.check_text
+def timed_check(self, buf, offsets):
+    clock = time.process_time()
+    try:
+        return check(self, buf, offsets)
+    finally:
+        spent[0] += time.process_time() - clock
+def counted_text(self, text):
+    seen.setdefault(hashlib.sha256(text).digest(), len(text))
+    spent[1] += 1
+    spent[2] += len(text)
+    return check_text(self, text)
+PtxStage.check, PtxStage.check_text = timed_check, counted_text
+run_scan(ScanOptions(target=sys.argv[1], host="none", follow_links=sys.argv[2] == "1", jobs=1), rules=load_rules())
+print(json.dumps({"seconds": spent[0], "texts": spent[1], "bytes": spent[2], "distinct": len(seen),
+                  "distinct_bytes": sum(seen.values())}))
+"""
+
+
+def ptx_stage(tree: Path, env: dict[str, str], follow_links: bool) -> dict | None:
+    """The PTX stage of one `--no-cache --jobs 1` scan, in one process (PTX_STAGE): its CPU seconds
+    (decompression and the texts' sha256 included) and the PTX text it was given; None when the scan
+    fails."""
+    done = subprocess.run([sys.executable, "-c", PTX_STAGE, str(tree), "1" if follow_links else "0"],
+                          capture_output=True, text=True, env=env, check=False)
+    if done.returncode != 0:
+        return None
+    return json.loads(done.stdout.strip().splitlines()[-1])
+
+
+def ptx_row(state: dict | None) -> str:
+    if state is None:
+        return "| PTX stage | not measured: the scan failed | | | | | | |"
+    if not state["bytes"] or state["seconds"] <= 0:
+        return "| PTX stage: no PTX in the tree | | | | | | | |"
+    distinct = state["distinct_bytes"] / 1e6 / state["seconds"]
+    given = state["bytes"] / 1e6 / state["seconds"]
+    return (f"| PTX stage, one process, `--no-cache --jobs 1`: {state['distinct']} distinct texts, "
+            f"{state['distinct_bytes'] / 1e6:.1f} MB ({state['texts']} texts, {state['bytes'] / 1e6:.1f} MB given), "
+            f"{state['seconds']:.2f} s CPU: MB/s per core, distinct (given) | 1 | | {distinct:.0f} ({given:.0f}) | "
+            f"| ≥ {GOAL_PTX_MB_S:.0f} | {met(distinct >= GOAL_PTX_MB_S)} | |")
+
+
 def rescan_in_process(tree: Path, env: dict[str, str], follow_links: bool, times: int) -> tuple[Runs, bool]:
     """(the re-scans' seconds, whether the last one's report equals the scan's before them)."""
     done = subprocess.run([sys.executable, "-c", IN_PROCESS_RESCAN, str(tree), "1" if follow_links else "0",
@@ -433,6 +489,7 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     verify_rescan, verify_same = rescan_in_process(tree, env, follow_links, runs)
     peak = memory(command("--no-cache"), env)
     alone = readers(tree, env, follow_links) if lief_runs else None
+    ptx = ptx_stage(tree, env, follow_links)
     cold_runs_done, cold_why = cold(command("--no-cache"), env, cold_runs)
 
     def comparable(text: str, *fields: str) -> dict:
@@ -476,6 +533,7 @@ def measure(tree: Path, runs: int, lief_runs: int, cold_runs: int, follow_links:
     if alone is not None and alone["fast"] > 0:
         print(f"| the readers alone, one process, {alone['files']} binaries: fast {alone['fast']:.3f} s, "
               f"lief {alone['lief']:.3f} s | 1 | | {alone['lief'] / alone['fast']:.1f}x | | | | |")
+    print(ptx_row(ptx))
     print(f"| re-scan, unchanged tree, warm facts cache | {runs} {rescan.cells()} ≤ {GOAL_RESCAN} s | "
           f"{met(rescan.median <= GOAL_RESCAN)} | {rescan.disk()} |")
     print_if(warm_row(rescan, GOAL_RESCAN))

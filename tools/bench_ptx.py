@@ -64,9 +64,9 @@ def main(argv: list[str] | None = None) -> int:
     constructs: dict[str, Counter[str]] = {tag: Counter() for tag in stage.checkers}
     cpu0, wall0 = time.process_time(), time.perf_counter()
     for text in texts:
-        reading = stage.read(text)  # once for every release, as PtxStage.check does
-        for tag, checker in stage.checkers.items():
-            result = checker.check_container([reading])
+        results = stage.check_text(text)  # read once for every release, as PtxStage.check does
+        for (tag, checker), module in zip(stage.checkers.items(), results, strict=True):
+            result = checker.choose([module])
             outcomes[tag][result.outcome] += 1
             if result.outcome != "ok":
                 constructs[tag][result.construct.split(":")[0][:50] + " | " + result.source.split(" ")[0]] += 1
@@ -74,7 +74,8 @@ def main(argv: list[str] | None = None) -> int:
     mb = total / 1e6
     print(f"{files} files, {len(texts)} PTX texts, {mb:.1f} MB of PTX; extraction+decompression {extracted:.2f} s")
     print(f"PTX stage ({len(stage.checkers)} releases): {cpu:.2f} s CPU, {wall:.2f} s wall: "
-          f"{mb / cpu:.0f} MB/s per core; {sum(len(c.shapes) for c in stage.checkers.values())} shapes decided")
+          f"{mb / cpu:.0f} MB/s per core; {sum(len(c.keys) for c in stage.checkers.values())} keys and "
+          f"{sum(len(c.shapes) for c in stage.checkers.values())} shapes decided")
     for tag, counts in outcomes.items():
         print(f"  {tag}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         for construct, n in constructs[tag].most_common(8):

@@ -135,9 +135,11 @@ def test_v5_takes_the_first_entry():
 def test_forms_are_decided_once():
     checker = PtxChecker(RULES["v6"])
     checker.check_module(fixture("accepted.ptx"))
-    decided = dict(checker.shapes)
+    decided, keys = dict(checker.shapes), dict(checker.keys)
     checker.check_module(fixture("accepted.ptx"))
-    assert checker.shapes == decided and len(decided) < 30
+    # a key (a statement with digits 0) is decided once; its head's exact variants (`mov.u00`: mov.u16,
+    # mov.u32, mov.u64) are the shapes decided for it
+    assert checker.shapes == decided and checker.keys == keys and len(keys) < 30
 
 
 @pytest.mark.parametrize(("statement", "status", "tags"), [
@@ -245,3 +247,48 @@ def test_zludas_own_test_ptx_is_ok():
                           "--tag", "v6", "--tag", "v7-preview.9"], capture_output=True, text=True)
     assert run.returncode == 0, run.stdout + run.stderr
     assert "v6: 195 of 195" in run.stdout and "v7-preview.9: 201 of 201" in run.stdout
+
+
+def _two_kernels(first: bytes, second: bytes) -> bytes:
+    """A module of two kernels whose one statement each differs from the other's only by digits of the
+    head: with digits 0 they read the same."""
+    kernel = (b"\n.visible .entry %s()\n{\n\t.reg .b32 \t%%r<9>;\n\t.reg .b64 \t%%rd<3>;\n"
+              b"\t%s;\n\tret;\n}\n")
+    return (b".version 7.0\n.target sm_80\n.address_size 64\n"
+            + kernel % (b"k_first", first) + kernel % (b"k_second", second))
+
+
+_SET_F32 = b"set.eq.u32.f32 \t%r1, %r2, %r3"
+_SET_F16 = b"set.eq.u32.f16 \t%r1, %r2, %r3"  # rules/kernels/ptx-v5.toml: set's types at v5 have no .f16
+_MMA = (b"mma.sync.aligned.m16n8k%s.row.col.f32.f16.f16.f32 \t{%%r1, %%r2, %%r3, %%r4}, {%%r5, %%r6, %%r7, %%r8}, "
+        b"{%%r1, %%r2}, {%%r5, %%r6, %%r7, %%r8}")  # v6 implements m16n8k16 and not m16n8k32
+
+
+@pytest.mark.parametrize(("tag", "good", "bad"), [
+    ("v5", _SET_F32, _SET_F16),
+    ("v6", _MMA % b"16", _MMA % b"32"),
+])
+@pytest.mark.parametrize("bad_first", [True, False])
+def test_heads_that_differ_by_digits_are_decided_apart(tag: str, good: bytes, bad: bytes, bad_first: bool):
+    # statements are keyed by their head as written: one of two digit-different heads with the same
+    # operands is dropped, the other accepted, whichever comes first or last in the text
+    text = _two_kernels(bad, good) if bad_first else _two_kernels(good, bad)
+    checker = PtxChecker(RULES[tag])
+    assert checker.decide_statement(b"\n\t" + good).status == "ok"
+    assert checker.decide_statement(b"\n\t" + bad).status == "drop"
+    result = checker.check_module(text)
+    assert result.outcome == "functions_dropped"
+    assert result.dropped_kernels == (("k_first",) if bad_first else ("k_second",))
+    assert result.construct.startswith(bad.split()[0].decode())
+    # and through the stage, which reads a text once for every release
+    stage = PtxStage({tag: PtxChecker(RULES[tag])})
+    assert stage.check_text(text)[0].dropped_kernels == result.dropped_kernels
+
+
+def test_a_head_written_two_ways_in_one_function_is_found_where_it_is():
+    # the same key twice in one body, the second occurrence the refused one: the function is dropped and
+    # the construct is that occurrence's head as written
+    body = b"\n\t" + _SET_F32 + b";\n\t" + _SET_F16
+    result = PtxChecker(RULES["v5"]).check_module(_two_kernels(body, b"ret"))
+    assert result.dropped_kernels == ("k_first",)
+    assert result.construct.startswith("set.eq.u32.f16")

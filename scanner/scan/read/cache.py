@@ -65,8 +65,10 @@ if TYPE_CHECKING:
     from cuda4amd.scan.read.payload import PayloadInspector
 
 #: the form of the entries and what the readers put in them: raise it when either changes (5: one file per binary)
-FACTS_FORMAT = 8  # 6: kernels carry ZLUDA's PTX check (model.KernelReport.ptx_*); 7: + ptx_unregistered_*;
-#: 8: fat binaries followed through the loader's map where a section header disagrees (scan/read/loadmap.py)
+#: 6: kernels carry ZLUDA's PTX check (model.KernelReport.ptx_*); 7: + ptx_unregistered_*; 8: fat binaries
+#: followed through the loader's map where a section header disagrees (scan/read/loadmap.py); 9: the PTX check
+#: keys statements by their head as written (a refusal's construct, and counts where digit-different heads decide apart)
+FACTS_FORMAT = 9
 #: an entry's name: its key and this
 SUFFIX = ".facts"
 #: the largest entry read or written: the biggest measured is 40 KB (libnccl.so.2 of nvidia-nccl-cu12 2.19.3; 30 KB

@@ -11,26 +11,41 @@ fails with CUDA_ERROR_UNKNOWN); "empty_module" (a lexer error, or the
 module's header does not parse: ZLUDA loads an empty module); for a
 container also "no_ptx" (no usable PTX entry: an empty module too).
 
-Every instruction form is decided once per checker (``decisions``): a scan
-meets the same few hundred forms in thousands of functions.
+Every instruction form is decided once per checker (``shapes``): a scan
+meets the same few hundred forms in thousands of functions. A text is read
+as a whole (:func:`read_text`): split at `;` with every digit made 0, its
+distinct pieces are its statement keys, and a key's head is expanded into
+the exact heads the lexer's tokens allow for it (``ld.global.u00``:
+``.u16``, ``.u32``, ``.u64``). A key whose exact heads all decide ok is ok
+without a look at the text; the others (a refusal, exact heads that decide
+apart, a piece that is not a statement) are looked up where they occur, each
+occurrence keyed by its head as written, and only then placed in functions.
+The known approximation: a head with a token the lexer does not know, of the
+same length as a known one once digits are 0 (``.u17`` beside ``.u32``,
+same operands), is decided as the known ones; compilers write no such token.
 """
 from __future__ import annotations
 
+import dataclasses
+import itertools
 import re
-from collections.abc import Callable, Sequence
+from bisect import bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 
 from cuda4amd.rules.ptx_rules import ArgSlot, Form, PtxRules
-from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, lexer_error, strip, tokens
-from cuda4amd.scan.read.ptx.module import Function, Module, read_module
+from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, ZERO_MARK, lexer_error, lone_lead, strip, tokens
+from cuda4amd.scan.read.ptx.module import Function, Module, calls, read_module
 
 __all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker"]
 
 OUTCOMES = ("ok", "functions_dropped", "load_fails", "empty_module", "no_ptx")
 #: invalid_directives of ast::Module::empty() (usize::MAX): a lexer error or an unparsable module
 EMPTY = 1 << 64
-#: what may stand before a statement: blanks, block braces, labels (not `::`), `.loc` lines (no `;`)
-_LEAD_IN = re.compile(rb"(?:\s+|[{}]|[$%\w]+[ \t]*:(?!:)|\.loc\b[^\n]*)*")
+#: what may stand before a statement: blanks, block braces, labels (not `::`), `.loc` lines (no `;`);
+#: one blank at a time: `\s+` inside `*` splits a run of blanks in exponentially many ways when the
+#: rest fails (a module's header after comments blanked: seconds for 75 bytes)
+_LEAD_IN = re.compile(rb"(?:\s|[{}]|[$%\w]+[ \t]*:(?!:)|\.loc\b[^\n]*)*")
 #: then an instruction: a guard, the head, the operands
 _STATEMENT = re.compile(_LEAD_IN.pattern + rb"(?:@!?[%$\w]+\s+)?([a-z][a-z0-9_]*(?:\.[\w:]+)*)([^:]*)\Z")
 #: operand identifiers (registers, names, labels), not a `.x` member or a suffix of a number
@@ -66,39 +81,142 @@ class ModuleResult:
 
 #: (head, operand shape) of an instruction; b"" for no instruction; other bytes: a statement that is neither
 Shape = tuple[bytes, bytes] | bytes
+#: the most exact heads one key's head is expanded into (more: the key is looked up in the text)
+MAX_VARIANTS = 64
+_HEADER_WORDS = (b".entry", b".func")
 
 
-@dataclass(frozen=True)
 class Reading:
     """What every release's check of one PTX text shares: the text as the lexer sees it, its lexer error,
-    its structure (the lexer's rules are the same at every tag in rules/kernels/)."""
+    its functions, its statement keys (the lexer's rules are the same at every tag in rules/kernels/).
 
-    lexer_error: tuple[int, bytes] | None
-    module: Module
-    #: each statement key of the module -> its shape (parse_statement): how it reads at every release
-    shape_of: dict[bytes, Shape]
-    shapes: frozenset[Shape]
+    ``keys``: each distinct piece of the text cut at `;`, digits 0 -> its shape read so (parse_statement:
+    the head with digits 0). :meth:`indices` finds where a key occurs, :meth:`by_shape` with each
+    occurrence's exact shape (read from the text as written)."""
+
+    def __init__(self, text: bytes, known: dict[bytes, tuple[int, Shape, bool]] | None = None) -> None:
+        """``known``: what earlier readings found of each piece (where its statement starts, its shape,
+        whether it holds a lone lead character), kept by a caller that reads many texts: the texts of one
+        library share most of their pieces."""
+        self.text = strip(text)
+        marked = self.text.translate(ZERO_MARK)
+        #: the text cut at `;` (a statement never holds one: strings are emptied), digits 0, in text order
+        self.pieces = marked.split(b";")
+        distinct = set(self.pieces)
+        known = {} if known is None else known
+        new = distinct - known.keys()
+        for key in new:
+            at = _statement_start(key) if b"{" in key and any(w in key for w in _HEADER_WORDS) else 0
+            known[key] = (at, parse_statement(key[at:] if at else key), lone_lead(key))
+        facts = {key: known[key] for key in distinct}
+        #: where a piece's statement starts: after the `{` of a function header the piece holds, else 0
+        self.starts: dict[bytes, int] = {key: fact[0] for key, fact in facts.items() if fact[0]}
+        self.keys: dict[bytes, Shape] = {key: fact[1] for key, fact in facts.items()}
+        self.shapes: frozenset[Shape] = frozenset(self.keys.values())
+        lone = any(fact[2] for fact in facts.values())
+        self.lexer_error = lexer_error(self.text, marked, frozenset(distinct) if lone else frozenset())
+        self.module: Module = read_module(self.text)
+        self._found: dict[bytes, list[int]] = {}
+        self._exact: dict[bytes, dict[Shape, list[int]]] = {}
+        self._starts: list[int] | None = None
+        self._by_shape: dict[Shape, list[bytes]] | None = None
+
+    def keys_of(self, shapes: Iterable[Shape]) -> set[bytes]:
+        """The keys that read as one of ``shapes``."""
+        if self._by_shape is None:
+            self._by_shape = {}
+            for key, shape in self.keys.items():
+                self._by_shape.setdefault(shape, []).append(key)
+        return {key for shape in shapes for key in self._by_shape.get(shape, ())}
+
+    def locate(self, keys: Iterable[bytes]) -> None:
+        """Find where ``keys`` occur (one pass over the pieces for all keys not located yet)."""
+        wanted = {key for key in keys if key not in self._found}
+        if not wanted:
+            return
+        found = self._found
+        for key in wanted:
+            found[key] = []
+        pieces = self.pieces
+        # C-level: membership of every piece by map, the hits picked by compress (a Python loop over the
+        # pieces costs 3 times as much); only the hits are seen in Python
+        for index in itertools.compress(itertools.count(), map(wanted.__contains__, pieces)):
+            found[pieces[index]].append(index)
+
+    def indices(self, key: bytes) -> list[int]:
+        """Which pieces are ``key``, in text order."""
+        self.locate((key,))
+        return self._found[key]
+
+    def by_shape(self, key: bytes) -> dict[Shape, list[int]]:
+        """The occurrences of ``key`` by their exact shape (the head as written), each in text order."""
+        groups = self._exact.get(key)
+        if groups is not None:
+            return groups
+        groups = {}
+        shape = self.keys[key]
+        at = self.starts.get(key, 0)
+        text = self.text
+        indices = self.indices(key)
+        starts = list(map(self.piece_starts().__getitem__, indices))
+        if isinstance(shape, tuple):
+            m = _STATEMENT.match(key, at)
+            assert m is not None
+            head, end = m.start(1), m.end(1)  # the same place in every occurrence: digits keep their length
+            heads = [text[start + head:start + end] for start in starts]
+            if len(set(heads)) == 1:  # most often: one head as written
+                return self._exact.setdefault(key, {(heads[0], shape[1]): indices})
+            for written, index in zip(heads, indices, strict=True):
+                groups.setdefault((written, shape[1]), []).append(index)
+        else:
+            for start, index in zip(starts, indices, strict=True):
+                groups.setdefault(parse_statement(text[start + at:start + len(key)]), []).append(index)
+        self._exact[key] = groups
+        return groups
+
+    def piece_starts(self) -> list[int]:
+        """Where each piece starts in the text (C-level: the lengths plus their `;`, accumulated)."""
+        if self._starts is None:
+            self._starts = list(itertools.accumulate(map((1).__add__, map(len, self.pieces)), initial=0))
+        return self._starts
 
 
-def read_text(text: bytes) -> Reading:
-    stripped = strip(text)
-    module = read_module(stripped)
-    shape_of = {key: parse_statement(written) for key, written in module.statements.items()}
-    return Reading(lexer_error(stripped), module, shape_of, frozenset(shape_of.values()))
+def _statement_start(piece: bytes) -> int:
+    """Where the first statement of a body starts in a piece that holds a function's header (after the
+    `{` that follows the last `.entry`/`.func`), or 0."""
+    last = max(piece.rfind(w) for w in _HEADER_WORDS)
+    brace = piece.find(b"{", last)
+    return brace + 1 if brace >= 0 else 0
+
+
+def read_text(text: bytes, known: dict[bytes, tuple[int, Shape, bool]] | None = None) -> Reading:
+    return Reading(text, known)
 
 
 @dataclass
 class PtxChecker:
     rules: PtxRules
-    #: each shape met (Reading.shape_of: head, operands with digits 0 and identifiers `x`) -> its
-    #: decision: the statements of different functions differ mostly by names and numbers
+    #: each exact shape met (head as written, operands with digits 0 and identifiers `x`) -> its decision:
+    #: the statements of different functions differ mostly by names and numbers
     shapes: dict[Shape, Decision] = field(default_factory=dict)
-    #: the shapes that are not ok (a set: a module's are checked against it at C speed)
-    not_ok: set[Shape] = field(default_factory=set)
+    #: each key's shape (head with digits 0) -> its decision when every exact head it stands for decides
+    #: so and ok; None when it must be looked up in the text (Reading.by_shape)
+    keys: dict[Shape, Decision | None] = field(default_factory=dict)
+    #: the key shapes whose decision is not plainly ok (a set: a text's are found at C speed)
+    not_plain: set[Shape] = field(default_factory=set)
     keywords: frozenset[str] = field(init=False)
+    #: a head's dotted part with digits 0 -> the lexer's tokens that read so
+    by_zeroed: dict[bytes, tuple[bytes, ...]] = field(init=False)
 
     def __post_init__(self) -> None:
         self.keywords = self.rules.tokens | self.rules.modifier_tokens | frozenset(self.rules.forms)
+        grouped: dict[bytes, list[bytes]] = {}
+        for word in sorted(self.keywords):
+            token = word.encode()
+            zeroed = token.translate(ZERO_DIGITS)
+            if zeroed != token or b"0" in token:
+                grouped.setdefault(zeroed, []).append(token)
+        self.by_zeroed = {k: tuple(v) for k, v in grouped.items()}
 
     # -- a container ----------------------------------------------------------------------------
 
@@ -108,29 +226,57 @@ class PtxChecker:
         ``entries``: the decompressed PTX entries that are UTF-8, in file order, or their readings (a
         caller checking several releases reads each once); ``read``: how a text is read."""
         if not entries:
-            return ModuleResult("no_ptx", EMPTY, construct="no PTX entry",
-                                source=self.rules.entry_choice_source)
+            return self.choose([])
         if self.rules.entry_choice == "first":
-            result = self.check_reading(_reading(entries[0], read))
-            result.entry, result.entries = 0, len(entries)
-            return result
-        best: ModuleResult | None = None
+            return self.choose([self.check_reading(_reading(entries[0], read))], len(entries))
+        results: list[ModuleResult | None] = [None] * len(entries)
         for index in range(len(entries) - 1, -1, -1):  # last first
-            result = self.check_reading(_reading(entries[index], read))
-            result.entry, result.entries = index, len(entries)
+            results[index] = result = self.check_reading(_reading(entries[index], read))
             if result.invalid_directives == 0:
-                return result
-            if best is None or result.invalid_directives < best.invalid_directives:
-                best = result
+                break
+        return self.choose(results)
+
+    def choose(self, results: Sequence[ModuleResult | None], entries: int = 0) -> ModuleResult:
+        """ZLUDA's choice among the results of a container's entries (file order; None: not read, as
+        ZLUDA stops at the first module with no invalid directive, last first): a new result with
+        ``entry``/``entries`` set. ``entries``: how many the container has, when ``results`` are fewer."""
+        if not results:
+            return ModuleResult("no_ptx", EMPTY, construct="no PTX entry", source=self.rules.entry_choice_source)
+        count = max(entries, len(results))
+        if self.rules.entry_choice == "first":
+            assert results[0] is not None
+            return dataclasses.replace(results[0], entry=0, entries=count)
+        best: tuple[int, ModuleResult] | None = None
+        for index in range(len(results) - 1, -1, -1):  # last first
+            result = results[index]
+            if result is None:
+                continue
+            if result.invalid_directives == 0:
+                return dataclasses.replace(result, entry=index, entries=count)
+            if best is None or result.invalid_directives < best[1].invalid_directives:
+                best = (index, result)
         assert best is not None
-        return best
+        return dataclasses.replace(best[1], entry=best[0], entries=count)
 
     # -- a module ---------------------------------------------------------------------------------
 
     def check_module(self, text: bytes) -> ModuleResult:
         return self.check_reading(read_text(text))
 
-    def check_reading(self, reading: Reading) -> ModuleResult:
+    def trouble(self, reading: Reading) -> tuple[set[bytes], set[bytes]]:
+        """(the keys of ``reading`` that are not plainly ok at this release, those of them whose
+        occurrences must be read as written)."""
+        for shape in reading.shapes - self.keys.keys():  # each key shape decided once per release
+            self.decide_key(shape)
+        bad = reading.shapes & self.not_plain  # C-level: most texts have none
+        if not bad:
+            return set(), set()
+        troubled = reading.keys_of(bad)
+        return troubled, {key for key in troubled if self.keys[reading.keys[key]] is None}
+
+    def check_reading(self, reading: Reading,
+                      trouble: tuple[set[bytes], set[bytes]] | None = None) -> ModuleResult:
+        """One module's fate; ``trouble``: :meth:`trouble`'s answer for ``reading``, when the caller has it."""
         module = reading.module
         kernels = tuple(module.kernels)
         if reading.lexer_error is not None:
@@ -146,17 +292,13 @@ class PtxChecker:
         if options:  # recovered as one unrecognized directive (fn directive's recovery)
             invalid += 1
             first = (f".target {module.target}, {', '.join(options)}", self.rules.target_source)
-        for shape in reading.shapes - self.shapes.keys():  # each shape decided once per release
-            if self.decide_shape(shape).status != "ok":
-                self.not_ok.add(shape)
-        bad_shapes = reading.shapes & self.not_ok
-        bad = {key for key, shape in reading.shape_of.items() if shape in bad_shapes} if bad_shapes else set()
-        shape_of = reading.shape_of
+        troubled, exact = self.trouble(reading) if trouble is None else trouble
+        problems = self._problems(reading, troubled, exact) if troubled else {}
         dropped: list[Function] = []
         refused: tuple[str, str] | None = None
         kept: list[Function] = []
-        for function in module.functions:
-            problem, refusal = self._function(function, bad, shape_of)
+        for index, function in enumerate(module.functions):
+            problem, refusal = self._function(function, problems.get(index, ()))
             if problem is not None:
                 dropped.append(function)
                 first = first or problem
@@ -168,7 +310,7 @@ class PtxChecker:
         dropped_kernels = tuple(f.name for f in dropped if f.kernel and f.has_body)
         if refused is None and dropped_names:
             for function in kept:
-                gone = sorted(function.calls & dropped_names)
+                gone = sorted(calls(reading.text, function) & dropped_names)
                 if gone:
                     refused = (f"{function.name} calls {gone[0]}, which the parser dropped",
                                self.rules.unknown_symbol_source)
@@ -182,26 +324,90 @@ class PtxChecker:
             return ModuleResult("functions_dropped", construct=first[0], source=first[1], **base)  # type: ignore[arg-type]
         return ModuleResult("ok", **base)  # type: ignore[arg-type]
 
-    def _function(self, function: Function, bad: set[bytes],
-                  shape_of: dict[bytes, Shape]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
+    def _problems(self, reading: Reading, troubled: set[bytes], exact: set[bytes]) -> dict[int, list[Decision]]:
+        """The decisions that are not ok of the statements of each function (by index in
+        module.functions), in body order; statements outside every body count for none."""
+        bad: list[tuple[int, int, Decision]] = []  # (piece, where its statement starts in the piece, decision)
+        for key in troubled:
+            at = reading.starts.get(key, 0)
+            if key in exact:
+                for shape, indices in reading.by_shape(key).items():
+                    decision = self.decide_shape(shape)
+                    if decision.status != "ok":
+                        bad += ((index, at, decision) for index in indices)
+            else:
+                decision = self.decide_shape(reading.keys[key])
+                bad += ((index, at, decision) for index in reading.indices(key))
+        if not bad:
+            return {}
+        bad.sort(key=lambda item: item[0])
+        bodies = sorted((f.body[0], f.body[1], index) for index, f in enumerate(reading.module.functions)
+                        if f.has_body)
+        starts = [start for start, _, _ in bodies]
+        out: dict[int, list[Decision]] = {}
+        starts_of = reading.piece_starts()
+        for index, at, decision in bad:
+            offset = starts_of[index] + at
+            body = bisect_right(starts, offset) - 1
+            if body >= 0 and offset < bodies[body][1]:
+                out.setdefault(bodies[body][2], []).append(decision)
+        return out
+
+    def _function(self, function: Function,
+                  problems: Sequence[Decision]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
         """(why the parser drops it, or None; the translator's first refusal in it, or None)."""
         for directive in function.directives:
             if directive not in self.rules.tuning_directives:
                 return (f".{'entry' if function.kernel else 'func'} {function.name}: {directive}",
                         self.rules.tuning_source), None
-        statements = function.statements
-        if not bad or statements.keys().isdisjoint(bad):
-            return None, None
         refusal: tuple[str, str] | None = None
-        for key in statements:  # in body order: the first is reported
-            decision = self.shapes[shape_of[key]]
-            if decision.status == "ok":
-                continue
+        for decision in problems:  # in body order: the first is reported
             if decision.status == "drop":
                 return (decision.construct, decision.source), None
             if refusal is None and (decision.status == "refuse" or not function.kernel):
                 refusal = (decision.construct, decision.source)
         return None, refusal
+
+    # -- a key: a statement with digits 0 -------------------------------------------------------------
+
+    def decide_key(self, shape: Shape) -> Decision | None:
+        """A key's decision when it needs no look at the text (every exact head its head stands for
+        decides ok), else None; made once per key shape."""
+        if shape in self.keys:
+            return self.keys[shape]
+        decision: Decision | None
+        if isinstance(shape, bytes):
+            # a piece that is neither a statement nor nothing: its text as written is the construct
+            decision = self.decide_shape(shape) if not shape or shape.startswith(b".") else None
+        elif b"0" not in shape[0]:
+            decision = self.decide_shape(shape)  # no digit in the head: the key is its exact shape
+        else:
+            variants = self.variants(shape[0])
+            decision = None
+            if variants is not None and all(self.decide_shape((v, shape[1])).status == "ok" for v in variants):
+                decision = OK
+        self.keys[shape] = decision
+        if decision is None or decision.status != "ok":
+            self.not_plain.add(shape)
+        return decision
+
+    def variants(self, head: bytes) -> list[bytes] | None:
+        """The exact heads that read as ``head`` once digits are 0 and are made of the lexer's tokens
+        (None when a part has none, or when they are more than MAX_VARIANTS)."""
+        choices: list[tuple[bytes, ...]] = []
+        count = 1
+        for part in re.split(rb"(?=\.)", head):
+            if b"0" not in part:
+                choices.append((part,))
+                continue
+            known = self.by_zeroed.get(part)
+            if not known:
+                return None
+            choices.append(known)
+            count *= len(known)
+            if count > MAX_VARIANTS:
+                return None
+        return [b"".join(p) for p in itertools.product(*choices)]
 
     # -- one instruction form -------------------------------------------------------------------------
 

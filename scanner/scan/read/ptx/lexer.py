@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import re
 
-__all__ = ["ZERO_DIGITS", "lexer_error", "strip", "tokens"]
+__all__ = ["ZERO_DIGITS", "ZERO_MARK", "lexer_error", "lone_lead", "strip", "tokens"]
 
 # Each pattern starts with a literal or a character set, so that sre scans for it at C speed: a
 # pattern that starts with an alternation or a lookbehind is tried at every byte (ten times slower).
@@ -37,6 +37,10 @@ _LEADS = bytes((ord("_") if c in b"_$%" else ord("a") if chr(c).isascii() and ch
                for c in range(256))
 #: digits to 0: operands that differ only by register numbers and immediates read the same
 ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
+#: the same, and every byte outside the alphabet to `#` (itself outside it): the pass that makes the
+#: statement keys also finds the first foreign byte (bytes.find, memchr) with no pass of its own
+ZERO_MARK = bytes(ord("0") if chr(c).isdigit() and c < 128 else c if c in _ALPHABET else ord("#")
+                  for c in range(256))
 
 _TOKEN = re.compile(
     r"\s*(?:"
@@ -81,22 +85,40 @@ def _empty_strings(text: bytes) -> bytes:
     return b"".join(out)
 
 
-def lexer_error(stripped: bytes) -> tuple[int, bytes] | None:
-    """(offset, text) of the first thing ZLUDA's lexer rejects in :func:`strip`'s output, or None."""
+def lone_lead(text: bytes) -> bool:
+    """Whether ``text`` (a module or a piece of it cut at `;`, which is no identifier character) holds a
+    lone ``_``, ``$`` or ``%``."""
+    leads = text.translate(_LEADS)
+    return leads == b"_" or leads.startswith(b"_ ") or leads.endswith(b" _") or b" _ " in leads
+
+
+def lexer_error(stripped: bytes, marked: bytes | None = None,
+                pieces: frozenset[bytes] | None = None) -> tuple[int, bytes] | None:
+    """(offset, text) of the first thing ZLUDA's lexer rejects in :func:`strip`'s output, or None.
+
+    ``marked`` (``stripped.translate(ZERO_MARK)``) and ``pieces`` (the distinct pieces of ``marked``
+    cut at `;`, or none when the caller knows none holds a lone lead), when a caller has them, spare a
+    pass each: a foreign byte is a `#` of ``marked``, and a lone lead character is in one of the pieces
+    (the leads pass runs only then)."""
     found = []
-    if stripped.translate(None, _ALPHABET):
+    if marked is not None:
+        bad_at = marked.find(b"#")
+        if bad_at >= 0:
+            found.append(bad_at)
+    elif stripped.translate(None, _ALPHABET):
         bad = _BAD_BYTE.search(stripped)
         if bad is not None:
             found.append(bad.start())
-    leads = stripped.translate(_LEADS)  # one pass for `_`, `$` and `%`; the text's ends apart (no copies)
-    if leads.startswith(b"_ ") or leads == b"_":
-        found.append(0)
-    else:
-        lone = leads.find(b" _ ")
-        if lone >= 0:
-            found.append(lone + 1)
-        elif leads.endswith(b" _"):
-            found.append(len(leads) - 1)
+    if pieces is None or (pieces and any(map(lone_lead, pieces))):
+        leads = stripped.translate(_LEADS)  # one pass for `_`, `$` and `%`; the text's ends apart (no copies)
+        if leads.startswith(b"_ ") or leads == b"_":
+            found.append(0)
+        else:
+            lone = leads.find(b" _ ")
+            if lone >= 0:
+                found.append(lone + 1)
+            elif leads.endswith(b" _"):
+                found.append(len(leads) - 1)
     at = stripped.find(b'"')
     while 0 <= at < (min(found) if found else len(stripped)):
         if stripped[at + 1:at + 2] != b'"':  # strip left only `""`: a lone quote opens a string never closed

@@ -1,18 +1,15 @@
 """A PTX module's structure, read as ZLUDA's parser reads it (ptx_parser/src/lib.rs: fn module,
-fn directive, fn function, fn statement), precisely enough to apply its rules, no more.
+fn directive, fn function), precisely enough to apply its rules, no more.
 
     module = read_module(text)     # text: the entry's bytes, comments and strings already stripped
     module.header_problem          # what in `.version`/`.target` the parser may refuse (or None)
     for f in module.functions:     # every .entry/.func, declarations included
-        f.name, f.kernel, f.tuning, f.statements, f.calls
+        f.name, f.kernel, f.tuning, f.body
+    calls(text, f)                 # the names a body calls (read only when a function was dropped)
 
-``statements`` holds a function's statements (its body split at ``;``)
-with every digit made 0, so that statements that differ only by register
-numbers, labels or immediates are one; each keeps one statement as written
-(cuda4amd.scan.read.ptx.judge reads its head from that). Real functions
-repeat few; each is decided once. The known approximation: two statements
-that differ only by digits of their head (``ld.global.nc.u8`` and ``.u16``
-with the same operands) are one, decided by one of them.
+This reads functions, not statements: the statements of the whole text are
+split and keyed once by cuda4amd.scan.read.ptx.judge (Reading), and a body's
+offsets (``Function.body``) say which function a statement belongs to.
 Declarations (``.reg``, ``.local``, ``.shared``, ``.param``), labels,
 ``.loc``, ``.pragma`` and blocks are not instructions: the grammar's
 variable and debug rules accept what nvcc writes.
@@ -20,11 +17,9 @@ variable and debug rules accept what nvcc writes.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 
-from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS
-
-__all__ = ["Function", "Module", "read_module"]
+__all__ = ["Function", "Module", "calls", "read_module"]
 
 _HEADER = re.compile(rb"\A\s*\.version\s+([0-9.]+)\s+\.target\s+([\w]+)((?:\s*,\s*[\w]+)*)\s*"
                      rb"(?:\.address_size\s+([0-9]+))?")
@@ -46,10 +41,9 @@ class Function:
     linking: str
     tuning: bytes  # the text between the parameters and the body (tuning directives)
     has_body: bool
-    #: its statements, split at `;`, with digits 0 -> one of the statements (as written) that reads so
-    statements: dict[bytes, bytes]
-    calls: set[str]
     offset: int
+    #: the body's text, [start, end) of the module's text: after its `{`, up to its `}` ((0, 0): none)
+    body: tuple[int, int] = (0, 0)
     #: the directives of ``tuning`` in order (read once here, not by each release's check)
     directives: tuple[str, ...] = ()
 
@@ -60,15 +54,12 @@ class Function:
 
 @dataclass
 class Module:
-    """``statements``: every function's statements together (what a release decides, once each)."""
-
     version: str
     target: str
     target_options: tuple[str, ...]
     address_size: int
     header_problem: str | None
     functions: list[Function]
-    statements: dict[bytes, bytes] = field(default_factory=dict)
 
     @property
     def kernels(self) -> list[str]:
@@ -97,10 +88,15 @@ def read_module(text: bytes) -> Module:
         function = _function(text, at, linking, kernel, after, stop)
         if function is not None:
             functions.append(function)
-    every: dict[bytes, bytes] = {}
-    for function in functions:
-        every.update(function.statements)
-    return Module(version, target, options, address, problem, functions, every)
+    return Module(version, target, options, address, problem, functions)
+
+
+def calls(text: bytes, function: Function) -> set[str]:
+    """The names the body of ``function`` calls (``text``: the module's text read_module read)."""
+    start, end = function.body
+    if text.find(b"call", start, end) < 0:
+        return set()
+    return {c.decode("utf-8", "replace") for c in _CALL.findall(text, start, end)}
 
 
 def _function_starts(text: bytes) -> list[tuple[int, str, bool, int]]:
@@ -132,14 +128,8 @@ def _function(text: bytes, at: int, linking: str, kernel: bool, after: int, stop
     name = named.group(1).decode("utf-8", "replace")
     if brace < 0 or 0 <= semicolon < brace:  # a declaration: `.func (...) name (...);`
         end = semicolon if semicolon >= 0 else stop
-        return Function(name, kernel, linking, text[pos:end], False, {}, set(), at)
-    end = _body_end(text, brace, stop)
-    body = text[brace + 1:end]
-    # C-level all of it: split at `;` (a statement never holds one: strings are emptied), digits made 0,
-    # and one statement as written kept per form (the last of each)
-    statements = dict(zip(body.translate(ZERO_DIGITS).split(b";"), body.split(b";"), strict=True))
-    calls = {c.decode("utf-8", "replace") for c in _CALL.findall(body)} if b"call" in body else set()
-    return Function(name, kernel, linking, text[pos:brace], True, statements, calls, at)
+        return Function(name, kernel, linking, text[pos:end], False, at)
+    return Function(name, kernel, linking, text[pos:brace], True, at, (brace + 1, _body_end(text, brace, stop)))
 
 
 def _body_end(text: bytes, brace: int, stop: int) -> int:

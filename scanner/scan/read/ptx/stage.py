@@ -4,9 +4,10 @@
     facts = stage.check(buf, offsets)         # PtxFacts for KernelReport (plain tuples: the facts cache keeps them)
 
 Every release is checked, not only the scan's: a fact kept in the facts
-cache then answers any ``--zluda-release``. The texts are read once for all
-releases (cuda4amd.scan.read.ptx.judge.Reading), identical texts once per
-stage (by sha256), and each instruction form once per release.
+cache then answers any ``--zluda-release``. A text is read once for all
+releases (cuda4amd.scan.read.ptx.judge.Reading) and dropped; identical texts
+are checked once per stage (by sha256: their results are kept, not their
+readings), and each instruction form once per release.
 """
 from __future__ import annotations
 
@@ -19,15 +20,17 @@ from cuda4amd.model import PTX_CHECK_COUNTS
 from cuda4amd.rules.ptx_rules import load_ptx_rule_files, load_ptx_rules
 from cuda4amd.scan.read.binview import Buffer
 from cuda4amd.scan.read.ptx.entries import ptx_texts
-from cuda4amd.scan.read.ptx.judge import OUTCOMES, PtxChecker, Reading, read_text
+from cuda4amd.scan.read.ptx.judge import OUTCOMES, ModuleResult, PtxChecker, Shape, read_text
 
 __all__ = ["COUNTS", "PtxFacts", "PtxStage"]
 
 #: the counts per release, in KernelReport.ptx_counts order: the outcomes, then the kernels of the chosen modules
 COUNTS = PTX_CHECK_COUNTS
 assert COUNTS[:len(OUTCOMES)] == OUTCOMES
-#: readings kept per stage (a worker's memory bound; real trees repeat texts within a library)
-MAX_READINGS = 256
+#: texts whose results are kept per stage (a worker's memory bound; real trees repeat texts within a library)
+MAX_RESULTS = 4096
+#: statement pieces whose reading is kept per stage (distinct pieces: some hundred thousand per library)
+MAX_PIECES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -41,34 +44,45 @@ class PtxFacts:
 @dataclass
 class PtxStage:
     checkers: dict[str, PtxChecker]
-    readings: dict[bytes, Reading] = field(default_factory=dict)
+    #: sha256 of a text -> its result at each release (the checkers' order)
+    results: dict[bytes, tuple[ModuleResult, ...]] = field(default_factory=dict)
+    #: what the readings found of each statement piece (judge.Reading's ``known``)
+    pieces: dict[bytes, tuple[int, Shape, bool]] = field(default_factory=dict)
 
     @classmethod
     def for_rules(cls, kernel_dirs: Sequence[Path] = ()) -> PtxStage:
         rules = load_ptx_rule_files(list(kernel_dirs)) if kernel_dirs else load_ptx_rules()
         return cls({tag: PtxChecker(r) for tag, r in sorted(rules.items())})
 
-    def read(self, text: bytes) -> Reading:
+    def check_text(self, text: bytes) -> tuple[ModuleResult, ...]:
+        """One PTX text's result at every release (the checkers' order), read once."""
         key = hashlib.sha256(text).digest()
-        reading = self.readings.get(key)
-        if reading is None:
-            if len(self.readings) >= MAX_READINGS:
-                self.readings.clear()
-            reading = self.readings[key] = read_text(text)
-        return reading
+        results = self.results.get(key)
+        if results is None:
+            if len(self.results) >= MAX_RESULTS:
+                self.results.clear()
+            if len(self.pieces) >= MAX_PIECES:
+                self.pieces.clear()
+            reading = read_text(text, self.pieces)
+            checkers = list(self.checkers.values())
+            troubles = [checker.trouble(reading) for checker in checkers]
+            reading.locate(set().union(*(troubled for troubled, _ in troubles)))  # one pass for all releases
+            results = self.results[key] = tuple(checker.check_reading(reading, trouble)
+                                                for checker, trouble in zip(checkers, troubles, strict=True))
+        return results
 
     def check(self, buf: Buffer, offsets: Sequence[int]) -> PtxFacts:
         """The containers at ``offsets`` (registered, carrying PTX), judged at every release."""
         if not offsets or not self.checkers:
             return PtxFacts()
-        containers = [[self.read(text) for text in ptx_texts(buf, offset)] for offset in offsets]
+        containers = [[self.check_text(text) for text in ptx_texts(buf, offset)] for offset in offsets]
         tags, counts, dropped, refusal = [], [], [], []
-        for tag, checker in self.checkers.items():
+        for number, (tag, checker) in enumerate(self.checkers.items()):
             tally = dict.fromkeys(COUNTS, 0)
             lost: list[str] = []
             first: tuple[str, ...] = ()
             for texts in containers:
-                result = checker.check_container(texts)
+                result = checker.choose([results[number] for results in texts])
                 tally[result.outcome] += 1
                 tally["kernels"] += len(result.kernels)
                 if result.outcome == "empty_module":
