@@ -8,11 +8,14 @@ decompressed (scan/read/ptx/entries.py, timed apart), then the PTX stage
 proper is timed in one process: each text read (lexer check, functions,
 distinct forms) once and judged at every release with rules, decisions kept
 across texts, as a scan's worker keeps them. Prints MB/s of PTX text per core
-and the outcomes per release.
+and the outcomes per release. ``--floor`` times, apart, the whole-text passes any reading of this design
+makes (sha256, strip, translate, split at `;` and the pieces' set, the functions): what the stage could not go
+below without another way of reading.
 """
 from __future__ import annotations
 
 import argparse
+import hashlib
 import mmap
 import struct
 import sys
@@ -21,6 +24,8 @@ from collections import Counter
 from pathlib import Path
 
 from cuda4amd.scan.read.ptx.entries import ptx_texts
+from cuda4amd.scan.read.ptx.lexer import ZERO_MARK, strip
+from cuda4amd.scan.read.ptx.module import read_module
 from cuda4amd.scan.read.ptx.stage import PtxStage
 
 MAGIC = struct.pack("<I", 0xBA55ED50)
@@ -43,6 +48,7 @@ def containers(buf: mmap.mmap) -> list[int]:
 def main(argv: list[str] | None = None) -> int:
     ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     ap.add_argument("paths", nargs="+", type=Path)
+    ap.add_argument("--floor", action="store_true", help="also time the whole-text passes apart")
     args = ap.parse_args(argv)
     texts: list[bytes] = []
     files = 0
@@ -76,11 +82,34 @@ def main(argv: list[str] | None = None) -> int:
     print(f"PTX stage ({len(stage.checkers)} releases): {cpu:.2f} s CPU, {wall:.2f} s wall: "
           f"{mb / cpu:.0f} MB/s per core; {sum(len(c.keys) for c in stage.checkers.values())} keys and "
           f"{sum(len(c.shapes) for c in stage.checkers.values())} shapes decided")
+    if args.floor:
+        floor(texts, mb)
     for tag, counts in outcomes.items():
         print(f"  {tag}: " + ", ".join(f"{k} {v}" for k, v in sorted(counts.items())))
         for construct, n in constructs[tag].most_common(8):
             print(f"      {n:5} {construct}")
     return 0
+
+
+def floor(texts: list[bytes], mb: float) -> None:
+    """CPU seconds of each whole-text pass the reading makes, on its own, over every text."""
+    stripped = [strip(text) for text in texts]
+    marked = [text.translate(ZERO_MARK) for text in stripped]
+    passes = {
+        "sha256": lambda: [hashlib.sha256(text).digest() for text in texts],
+        "strip (comments, strings)": lambda: [strip(text) for text in texts],
+        "translate (digits 0, foreign bytes)": lambda: [text.translate(ZERO_MARK) for text in stripped],
+        "split at ; and the pieces' set": lambda: [set(text.split(b";")) for text in marked],
+        "functions (read_module)": lambda: [read_module(text) for text in stripped],
+    }
+    total = 0.0
+    for name, run in passes.items():
+        cpu0 = time.process_time()
+        run()
+        cpu = time.process_time() - cpu0
+        total += cpu
+        print(f"  floor: {name:40} {cpu:6.2f} s CPU, {mb / cpu:5.0f} MB/s")
+    print(f"  floor: all of them {total:.2f} s CPU: {mb / total:.0f} MB/s per core at most")
 
 
 if __name__ == "__main__":
