@@ -80,7 +80,7 @@ def main(argv: list[str] | None = None) -> int:
     mb = total / 1e6
     print(f"{files} files, {len(texts)} PTX texts, {mb:.1f} MB of PTX; extraction+decompression {extracted:.2f} s")
     print(f"PTX stage ({len(stage.checkers)} releases): {cpu:.2f} s CPU, {wall:.2f} s wall: "
-          f"{mb / cpu:.0f} MB/s per core; {sum(len(c.keys) for c in stage.checkers.values())} keys and "
+          f"{mb / max(cpu, 1e-9):.0f} MB/s per core; {sum(len(c.keys) for c in stage.checkers.values())} keys and "
           f"{sum(len(c.shapes) for c in stage.checkers.values())} shapes decided")
     if args.floor:
         floor(texts, mb)
@@ -108,8 +108,8 @@ def floor(texts: list[bytes], mb: float) -> None:
         run()
         cpu = time.process_time() - cpu0
         total += cpu
-        print(f"  floor: {name:40} {cpu:6.2f} s CPU, {mb / cpu:5.0f} MB/s")
-    print(f"  floor: all of them {total:.2f} s CPU: {mb / total:.0f} MB/s per core at most")
+        print(f"  floor: {name:40} {cpu:6.2f} s CPU, {mb / max(cpu, 1e-9):5.0f} MB/s")
+    print(f"  floor: all of them {total:.2f} s CPU: {mb / max(total, 1e-9):.0f} MB/s per core at most")
 
 
 if __name__ == "__main__":
