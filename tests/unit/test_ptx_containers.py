@@ -3,6 +3,7 @@ registered, the check of those nothing registers, and the dropped kernels' deman
 from __future__ import annotations
 
 import struct
+import sys
 
 import pytest
 from conftest import FIXTURES
@@ -65,27 +66,37 @@ def test_unregistered_line():
     assert unregistered_ptx_line(None) == ""
 
 
-def test_lief_demangles_only_in_its_extended_build(capfd):
-    """The PyPI build of LIEF has no demangler (lief.demangle prints a notice and returns None): it is not
-    asked, nothing is printed, the names stay as written."""
+def test_itanium_and_msvc_names_are_demangled_by_the_demangle_package():
+    pytest.importorskip("demangle", reason="the demangle package (Python 3.11+) is not installed")
+    assert demangling.demangle("_Z6kernelPfi") == "kernel(float*, int)"
+    assert demangling.demangle("?kern@@YAXPEAM@Z") == "void __cdecl kern(float *)"
+    assert demangling.demangled_names(["_Z6kernelPfi", "plain_kernel", "_Zbroken"]) == {
+        "_Z6kernelPfi": "kernel(float*, int)"}  # not mangled, or not read: left out (shown as written)
+    assert demangling.demangle("plain_kernel") is None
+    assert demangling.demangle("_Z" + "A" * demangling.LONGEST) is None  # a hostile text's name: not read
+
+
+def test_without_the_package_only_an_extended_lief_answers(monkeypatch, capfd):
+    """The PyPI build of LIEF has no demangler (lief.demangle prints a notice and returns None): without the
+    demangle package it is not asked, nothing is printed, the names stay as written."""
     import lief
 
+    monkeypatch.setitem(sys.modules, "demangle", None)  # import demangle raises ImportError
     if getattr(lief, "__extended__", False):
         assert demangling.demangle("_Z6kernelPfi") == "kernel(float*, int)"
-        assert demangling.demangle("?kern@@YAXPEAM@Z") is not None
     else:
         assert demangling.demangle("_Z6kernelPfi") is None
         assert demangling.demangled_names(["_Z6kernelPfi", "?kern@@YAXPEAM@Z"]) == {}
         assert capfd.readouterr().err == ""
-    assert demangling.demangle("plain_kernel") is None
 
 
 @pytest.fixture
 def extended(monkeypatch):
-    """LIEF as its extended build answers (its demangler stood in for)."""
+    """No demangle package; LIEF as its extended build answers (its demangler stood in for)."""
     import lief
 
     names = {"_Z6kernelPfi": "kernel(float*, int)", "?kern@@YAXPEAM@Z": "void __cdecl kern(float *)"}
+    monkeypatch.setitem(sys.modules, "demangle", None)
     monkeypatch.setattr(lief, "__extended__", True, raising=False)
     monkeypatch.setattr(lief, "demangle", names.get, raising=False)
     return names
@@ -127,7 +138,7 @@ def test_demangling_never_imports_lief_for_a_fast_scan():
     import subprocess
     import sys
 
-    code = ("import sys; from cuda4amd.scan.read.demangle import demangled_names; "
+    code = ("import sys; sys.modules['demangle'] = None; from cuda4amd.scan.read.demangle import demangled_names; "
             "assert demangled_names(['_Z6kernelPfi']) == {}; print('lief' in sys.modules)")
     done = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     assert done.stdout.strip() == "False"
