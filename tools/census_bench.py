@@ -14,18 +14,33 @@ What is timed, each in this process, through the library calls the command makes
     close included), + the outputs;
   * resumed: plan + run_census + outputs again on the cluster's folder, where every report exists.
 
-Overhead per task beyond the scan: the cluster's worker-seconds not spent in a task, (workers * cluster wall -
-the sum of the serial task seconds) / tasks; the cluster's start (a LocalCluster started and closed once, alone)
-is reported apart. Every cluster report is compared byte for byte with the serial one.
-Only wheels with a CUDA binary (the serial report's summary.cuda_binaries > 0) count as "real CUDA wheels".
+What the speed-up is made of, so that a run on shared cores can be read:
+
+  * task-time ratio: the sum of the cluster's task seconds (each measured inside its worker) over the serial
+    ones', wall and CPU (the task thread's time.thread_time): 1.0 when running `workers` scans at once costs
+    each nothing; a wall ratio above the CPU ratio is time the workers waited for a core;
+  * Dask's own cost per task: (workers * cluster wall - the sum of the cluster's task seconds) / tasks: the
+    cluster's start and close, the scheduling, the results' trips and the workers idle at the end;
+  * overhead per task beyond the scan: (workers * cluster wall - the sum of the serial task seconds) / tasks:
+    both of the above (per artifact: times the releases);
+  * the machine's own scaling: a pure-Python loop alone and `workers` copies at once in processes, before and
+    after the runs (1.0: the cores were free; 2.0 on 2 workers: another load took one core).
+
+Memory: each worker's bound (run_census's default, cuda4amd.census.run.worker_memory) and the largest worker's
+peak RSS (getrusage of the reaped children), beside the serial process's own peak.
+The cluster's start (a LocalCluster started and closed once, alone) is reported apart. Every cluster report is
+compared byte for byte with the serial one. Only wheels with a CUDA binary (the serial report's
+summary.cuda_binaries > 0) count as "real CUDA wheels".
 """
 from __future__ import annotations
 
 import argparse
 import json
+import multiprocessing
 import os
 import platform
 import re
+import resource
 import sys
 import tempfile
 import time
@@ -34,7 +49,7 @@ from typing import Any
 
 from cuda4amd.census.outputs import census_matrix, write_outputs
 from cuda4amd.census.plan import plan
-from cuda4amd.census.run import run_census, tasks_of, usable_cores
+from cuda4amd.census.run import local_cluster, run_census, tasks_of, usable_cores, worker_memory
 from cuda4amd.census.task import rules_version
 from cuda4amd.rules import load_rules
 
@@ -64,18 +79,39 @@ def _census(specs: list[str], releases: list[str], out: Path, **kwargs: Any) -> 
     end = time.perf_counter()
     return {"plan_s": planned_at - start, "run_s": ran_at - planned_at, "outputs_s": end - ran_at,
             "total_s": end - start, "tasks": len(tasks), "scanned": outcome.scanned, "skipped": outcome.skipped,
-            "failed": outcome.failed, "task_seconds": sum(outcome.task_seconds),
+            "failed": outcome.failed, "task_seconds": sum(outcome.task_seconds.values()),
+            "task_cpu_seconds": sum(outcome.task_cpu_seconds.values()),
             "artifacts": [{"name": a.name, "bytes": a.size} for a in planned.artifacts]}
 
 
 def _cluster_start(workers: int) -> float:
-    from distributed import Client, LocalCluster
+    from distributed import Client
 
     start = time.perf_counter()
-    with LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, dashboard_address=None) as cluster, \
-            Client(cluster):
+    with local_cluster(workers, worker_memory(workers)) as cluster, Client(cluster):
         pass
     return time.perf_counter() - start
+
+
+#: iterations of the calibration loop (about a second of one core)
+SPIN = 10_000_000
+
+
+def _spin(_: int = 0) -> float:
+    start = time.perf_counter()
+    total = 0
+    for i in range(SPIN):
+        total += i
+    return time.perf_counter() - start
+
+
+def machine_scaling(workers: int) -> float:
+    """The mean time of `workers` copies of a pure-Python loop run at once, in processes, over its time alone."""
+    alone = _spin()
+    with multiprocessing.get_context("spawn").Pool(workers) as pool:
+        pool.map(_spin, range(workers))  # the processes started (and imported) before the timed round
+        together = pool.map(_spin, range(workers))
+    return sum(together) / len(together) / alone
 
 
 def main() -> int:
@@ -88,15 +124,23 @@ def main() -> int:
     args = parser.parse_args()
     specs = args.specs or default_wheels()
     releases = args.releases or list(load_rules().release_tags)
+    scaling_before = machine_scaling(args.workers)
     with tempfile.TemporaryDirectory(prefix="census-bench-") as folder:
         root = Path(folder)
         serial = _census(specs, releases, root / "serial", serial=True)
+        serial_peak = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss * 1024  # Linux: KiB
         cluster = _census(specs, releases, root / "dask", workers=args.workers)
+        # the workers are this process's reaped children once the cluster closed (the calibration's pool too,
+        # whose processes stay small)
+        worker_peak = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss * 1024
         resumed = _census(specs, releases, root / "dask", workers=args.workers)
         equal = _reports(root / "serial") == _reports(root / "dask")
         cuda = sum(1 for p in (root / "serial" / "reports").rglob(f"*.{releases[0]}.*.json")
                    if json.loads(p.read_text()).get("summary", {}).get("cuda_binaries", 0) > 0)
     start_s = _cluster_start(args.workers)
+    scaling_after = machine_scaling(args.workers)
+    from distributed.system import MEMORY_LIMIT
+
     n = serial["tasks"]
     total_bytes = sum(a["bytes"] for a in serial["artifacts"])
     figures = {
@@ -107,6 +151,13 @@ def main() -> int:
         "speedup": serial["run_s"] / cluster["run_s"],
         "speedup_total": serial["total_s"] / cluster["total_s"],
         "overhead_per_task_s": (args.workers * cluster["run_s"] - serial["task_seconds"]) / n,
+        "overhead_per_artifact_s": (args.workers * cluster["run_s"] - serial["task_seconds"]) / n * len(releases),
+        "dask_cost_per_task_s": (args.workers * cluster["run_s"] - cluster["task_seconds"]) / n,
+        "task_time_ratio": cluster["task_seconds"] / serial["task_seconds"],
+        "task_cpu_ratio": cluster["task_cpu_seconds"] / serial["task_cpu_seconds"],
+        "machine_scaling": [scaling_before, scaling_after],
+        "worker_memory_limit_bytes": int(float(worker_memory(args.workers)) * MEMORY_LIMIT),
+        "worker_peak_rss_bytes": worker_peak, "serial_peak_rss_bytes": serial_peak,
         "serial_loop_overhead_per_task_s": (serial["run_s"] - serial["task_seconds"]) / n,
         "cluster_start_s": start_s,
         "resumed_share": resumed["total_s"] / cluster["total_s"],
@@ -126,6 +177,12 @@ def main() -> int:
           f"serial loop overhead {figures['serial_loop_overhead_per_task_s']:.4f} s/task; resumed "
           f"{100 * figures['resumed_share']:.1f} % of the cluster run; scan rate "
           f"{figures['scan_rate_mb_s_per_worker']:.0f} MB/s per worker; reports equal: {equal}")
+    print(f"task-time ratio (cluster / serial) {figures['task_time_ratio']:.2f} wall, {figures['task_cpu_ratio']:.2f} "
+          f"CPU; Dask's own cost {figures['dask_cost_per_task_s']:.3f} s/task; overhead per artifact "
+          f"{figures['overhead_per_artifact_s']:.3f} s ({len(releases)} releases); machine scaling "
+          f"{scaling_before:.2f} before, {scaling_after:.2f} after (1.00: free cores)")
+    print(f"memory: each worker bounded to {figures['worker_memory_limit_bytes'] / 2**30:.1f} GiB, the largest "
+          f"worker's peak RSS {worker_peak / 2**30:.2f} GiB (the serial process's {serial_peak / 2**30:.2f} GiB)")
     return 0 if equal else 1
 
 
