@@ -5,6 +5,7 @@ a Dask LocalCluster, then the census resumed.
     python tools/census_bench.py                      # the real CUDA wheels of the default folders
     python tools/census_bench.py WHEEL_OR_FOLDER... --workers 2 --zluda-release v6
     python tools/census_bench.py --log benchmarks/census-2026-12-06.json   # the figures as JSON too
+    python tools/census_bench.py --ab                 # + the census's Dask settings against Dask's defaults
 
 What is timed, each in this process, through the library calls the command makes (cuda4amd.cli.census):
 
@@ -25,6 +26,10 @@ What the speed-up is made of, so that a run on shared cores can be read:
     both of the above (per artifact: times the releases);
   * the machine's own scaling: a pure-Python loop alone and `workers` copies at once in processes, before and
     after the runs (1.0: the cores were free; 2.0 on 2 workers: another load took one core).
+
+--ab: the same tasks twice more, each on a LocalCluster started beforehand (its start not timed): Dask's default
+settings first ("ab defaults"), then the census's (cuda4amd.census.run.QUIET, "ab quiet"); on shared cores,
+repeat the bench to see the spread.
 
 Memory: each worker's bound (run_census's default, cuda4amd.census.run.worker_memory) and the largest worker's
 peak RSS (getrusage of the reaped children), beside the serial process's own peak.
@@ -49,7 +54,7 @@ from typing import Any
 
 from cuda4amd.census.outputs import census_matrix, write_outputs
 from cuda4amd.census.plan import plan
-from cuda4amd.census.run import local_cluster, run_census, tasks_of, usable_cores, worker_memory
+from cuda4amd.census.run import QUIET, local_cluster, run_census, tasks_of, usable_cores, worker_memory
 from cuda4amd.census.task import rules_version
 from cuda4amd.rules import load_rules
 
@@ -114,6 +119,25 @@ def machine_scaling(workers: int) -> float:
     return sum(together) / len(together) / alone
 
 
+def _ab(specs: list[str], releases: list[str], root: Path, workers: int) -> dict[str, Any]:
+    """The census on a LocalCluster with Dask's default settings, then with the census's (QUIET)."""
+    from distributed import Client
+
+    runs = {}
+    for name, settings in (("ab defaults", {}), ("ab quiet", QUIET)):
+        # Dask's nanny writes its pre-spawn environment into this process's (distributed.nanny.WorkerProcess):
+        # put it back, or the next cluster's workers would inherit MALLOC_TRIM_THRESHOLD_
+        saved = dict(os.environ)
+        try:
+            with local_cluster(workers, worker_memory(workers), settings) as cluster, Client(cluster):
+                address = cluster.scheduler_address
+                runs[name] = _census(specs, releases, root / name.replace(" ", "-"), scheduler=address)
+        finally:
+            os.environ.clear()
+            os.environ.update(saved)
+    return runs
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     parser.add_argument("specs", nargs="*", help="wheels or folders (default: the CUDA wheels of DEFAULT_FOLDERS)")
@@ -121,6 +145,7 @@ def main() -> int:
     parser.add_argument("--zluda-release", action="append", dest="releases",
                         help="repeatable (default: every shipped release, as the command)")
     parser.add_argument("--log", type=Path, help="write the figures as JSON here (benchmarks/ holds raw logs)")
+    parser.add_argument("--ab", action="store_true", help="also run the cluster with Dask's default settings")
     args = parser.parse_args()
     specs = args.specs or default_wheels()
     releases = args.releases or list(load_rules().release_tags)
@@ -137,6 +162,7 @@ def main() -> int:
         equal = _reports(root / "serial") == _reports(root / "dask")
         cuda = sum(1 for p in (root / "serial" / "reports").rglob(f"*.{releases[0]}.*.json")
                    if json.loads(p.read_text()).get("summary", {}).get("cuda_binaries", 0) > 0)
+        ab = _ab(specs, releases, root, args.workers) if args.ab else {}
     start_s = _cluster_start(args.workers)
     scaling_after = machine_scaling(args.workers)
     from distributed.system import MEMORY_LIMIT
@@ -147,7 +173,7 @@ def main() -> int:
         "machine": f"{platform.node()} {usable_cores()} usable cores, load {os.getloadavg()[0]:.2f}",
         "python": sys.version.split()[0], "workers": args.workers, "releases": releases,
         "wheels": len(serial["artifacts"]), "cuda_wheels": cuda, "bytes": total_bytes, "tasks": n,
-        "serial": serial, "cluster": cluster, "resumed": resumed, "reports_equal": equal,
+        "serial": serial, "cluster": cluster, "resumed": resumed, "reports_equal": equal, **ab,
         "speedup": serial["run_s"] / cluster["run_s"],
         "speedup_total": serial["total_s"] / cluster["total_s"],
         "overhead_per_task_s": (args.workers * cluster["run_s"] - serial["task_seconds"]) / n,
@@ -169,7 +195,7 @@ def main() -> int:
     print(f"{figures['wheels']} wheels ({cuda} with CUDA binaries), {total_bytes / 1e9:.2f} GB, "
           f"{len(releases)} releases = {n} tasks; {args.workers} workers; {figures['machine']}")
     print("| run | plan s | run s | outputs s | total s |\n|---|---|---|---|---|")
-    for name in ("serial", "cluster", "resumed"):
+    for name in ("serial", "cluster", "resumed", *ab):
         r = figures[name]
         print(f"| {name} | {r['plan_s']:.2f} | {r['run_s']:.2f} | {r['outputs_s']:.2f} | {r['total_s']:.2f} |")
     print(f"speed-up (run) {figures['speedup']:.2f}x, (total) {figures['speedup_total']:.2f}x; overhead per task "
@@ -183,6 +209,9 @@ def main() -> int:
           f"{scaling_before:.2f} before, {scaling_after:.2f} after (1.00: free cores)")
     print(f"memory: each worker bounded to {figures['worker_memory_limit_bytes'] / 2**30:.1f} GiB, the largest "
           f"worker's peak RSS {worker_peak / 2**30:.2f} GiB (the serial process's {serial_peak / 2**30:.2f} GiB)")
+    for name, r in ab.items():
+        print(f"{name}: run {r['run_s']:.2f} s, task seconds {r['task_seconds']:.1f} wall, {r['task_cpu_seconds']:.1f} "
+              f"CPU (serial {serial['task_seconds']:.1f} wall, {serial['task_cpu_seconds']:.1f} CPU)")
     return 0 if equal else 1
 
 

@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import os
 import time
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -78,7 +78,7 @@ def worker_memory(workers: int, memory_limit: str | None = None) -> str | float:
     return memory_limit if memory_limit else 1 / max(1, workers)
 
 
-def local_cluster(workers: int, memory_limit: str | float) -> Any:
+def local_cluster(workers: int, memory_limit: str | float, settings: Mapping[str, Any] = QUIET) -> Any:
     """A LocalCluster of `workers` single-threaded worker processes, each bounded to `memory_limit`; a worker past
     95 % of it is restarted by its nanny (distributed.worker.memory.terminate), its task run again elsewhere.
 
@@ -92,11 +92,12 @@ def local_cluster(workers: int, memory_limit: str | float) -> Any:
     Dask's housekeeping slowed down (QUIET): its defaults (a stack sample of the running task every 10 ms, an
     event-loop tick every 20 ms, the memory checked every 100 ms) cost an idle 2-worker cluster 10 % of a core,
     spent on the cores the scans need; with QUIET 1.4 % (docs/performance.md). The workers get the scheduler's
-    config (the nanny hands its own to the process it starts)."""
+    config (the nanny hands its own to the process it starts). `settings`: Dask config to start it with instead
+    (tools/census_bench.py --ab: Dask's defaults, {})."""
     import dask
     from distributed import LocalCluster
 
-    with dask.config.set(QUIET):
+    with dask.config.set(dict(settings)):
         # processes, one thread each: a scan is CPU-bound Python, so threads of one process would share one GIL
         return LocalCluster(n_workers=workers, threads_per_worker=1, processes=True, memory_limit=memory_limit,
                             dashboard_address=None)
