@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 
 from cuda4amd.census.outputs import census_matrix, write_outputs
 from cuda4amd.census.plan import Artifact, plan
@@ -280,3 +280,24 @@ def test_a_memory_limit_that_is_no_size_is_a_usage_error(wheels: Path, tmp_path:
 
     result = CliRunner().invoke(main, ["census", str(wheels), "-o", str(tmp_path / "out"), "--memory-limit", "lots"])
     assert result.exit_code == 2 and "not a size: 'lots'" in result.output
+
+
+def test_the_cluster_settings_of_docs_census_md_are_the_local_clusters() -> None:
+    """docs/census.md gives `dask worker` machines a config file: it must say what QUIET says."""
+    import re
+
+    import yaml
+
+    from cuda4amd.census.run import QUIET
+
+    text = (REPO / "docs" / "census.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block is not None
+
+    def flat(tree: dict, prefix: str = "") -> dict:
+        out: dict = {}
+        for key, value in tree.items():
+            out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+        return out
+
+    assert flat(yaml.safe_load(block.group(1))) == QUIET
