@@ -24,6 +24,12 @@ What the speed-up is made of, so that a run on shared cores can be read:
     cluster's start and close, the scheduling, the results' trips and the workers idle at the end;
   * overhead per task beyond the scan: (workers * cluster wall - the sum of the serial task seconds) / tasks:
     both of the above (per artifact: times the releases);
+  * the speed-up projected for free cores: the serial task CPU seconds over (the cluster's task CPU seconds /
+    workers + the cluster wall not spent in tasks, cluster wall - task seconds / workers): what the speed-up
+    would be if no task had waited for a core, Dask's start, scheduling and tail kept as measured (an estimate:
+    the lead's idle-core run is the measurement);
+  * what other processes took: the machine's busy CPU seconds (/proc/stat) during a run less the census's own
+    (this process and the workers' tasks), beside all the cores' seconds of that run;
   * the machine's own scaling: a pure-Python loop alone and `workers` copies at once in processes, before and
     after the runs (1.0: the cores were free; 2.0 on 2 workers: another load took one core).
 
@@ -73,19 +79,35 @@ def _reports(outdir: Path) -> dict[str, bytes]:
     return {p.relative_to(outdir).as_posix(): p.read_bytes() for p in sorted((outdir / "reports").rglob("*.json"))}
 
 
+def machine_busy() -> float:
+    """CPU seconds every core of the machine has spent busy (/proc/stat: all but idle and iowait); 0 elsewhere."""
+    try:
+        fields = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
+    except (OSError, ValueError):
+        return 0.0
+    return (sum(fields) - fields[3] - fields[4]) / os.sysconf("SC_CLK_TCK")
+
+
 def _census(specs: list[str], releases: list[str], out: Path, **kwargs: Any) -> dict[str, Any]:
+    busy, own = machine_busy(), time.process_time()
     start = time.perf_counter()
     planned = plan(specs)
     planned_at = time.perf_counter()
     tasks = tasks_of(planned.artifacts, releases, rules_version())
     outcome = run_census(tasks, out, **kwargs)
     ran_at = time.perf_counter()
+    # the machine's busy CPU seconds during the plan and the run less this census's: this process's (the serial
+    # tasks, or the client and the LocalCluster's scheduler and nannies) and the workers' tasks; what is left is
+    # other processes' (and the workers' own threads and start, about a second)
+    workers = 0.0 if kwargs.get("serial") else sum(outcome.task_cpu_seconds.values())
+    others = machine_busy() - busy - (time.process_time() - own) - workers
     write_outputs(census_matrix(tasks, out, planned.problems), tasks, out)
     end = time.perf_counter()
     return {"plan_s": planned_at - start, "run_s": ran_at - planned_at, "outputs_s": end - ran_at,
             "total_s": end - start, "tasks": len(tasks), "scanned": outcome.scanned, "skipped": outcome.skipped,
             "failed": outcome.failed, "task_seconds": sum(outcome.task_seconds.values()),
             "task_cpu_seconds": sum(outcome.task_cpu_seconds.values()),
+            "other_processes_cpu_s": max(0.0, others), "machine_cpu_s": (ran_at - start) * usable_cores(),
             "artifacts": [{"name": a.name, "bytes": a.size} for a in planned.artifacts]}
 
 
@@ -181,6 +203,8 @@ def main() -> int:
         "dask_cost_per_task_s": (args.workers * cluster["run_s"] - cluster["task_seconds"]) / n,
         "task_time_ratio": cluster["task_seconds"] / serial["task_seconds"],
         "task_cpu_ratio": cluster["task_cpu_seconds"] / serial["task_cpu_seconds"],
+        "speedup_projected_free_cores": serial["task_cpu_seconds"] / (
+            cluster["task_cpu_seconds"] / args.workers + cluster["run_s"] - cluster["task_seconds"] / args.workers),
         "machine_scaling": [scaling_before, scaling_after],
         "worker_memory_limit_bytes": int(float(worker_memory(args.workers)) * MEMORY_LIMIT),
         "worker_peak_rss_bytes": worker_peak, "serial_peak_rss_bytes": serial_peak,
@@ -188,6 +212,8 @@ def main() -> int:
         "cluster_start_s": start_s,
         "resumed_share": resumed["total_s"] / cluster["total_s"],
         "scan_rate_mb_s_per_worker": total_bytes * len(releases) / serial["task_seconds"] / 1e6,
+        # per CPU second: the rate of a core the scan has to itself
+        "scan_rate_mb_per_cpu_s": total_bytes * len(releases) / serial["task_cpu_seconds"] / 1e6,
     }
     if args.log:
         args.log.parent.mkdir(parents=True, exist_ok=True)
@@ -202,10 +228,14 @@ def main() -> int:
           f"beyond the scan {figures['overhead_per_task_s']:.3f} s (cluster start alone {start_s:.2f} s); "
           f"serial loop overhead {figures['serial_loop_overhead_per_task_s']:.4f} s/task; resumed "
           f"{100 * figures['resumed_share']:.1f} % of the cluster run; scan rate "
-          f"{figures['scan_rate_mb_s_per_worker']:.0f} MB/s per worker; reports equal: {equal}")
+          f"{figures['scan_rate_mb_s_per_worker']:.0f} MB/s per worker ({figures['scan_rate_mb_per_cpu_s']:.0f} MB per "
+          f"CPU second); reports equal: {equal}")
     print(f"task-time ratio (cluster / serial) {figures['task_time_ratio']:.2f} wall, {figures['task_cpu_ratio']:.2f} "
           f"CPU; Dask's own cost {figures['dask_cost_per_task_s']:.3f} s/task; overhead per artifact "
-          f"{figures['overhead_per_artifact_s']:.3f} s ({len(releases)} releases); machine scaling "
+          f"{figures['overhead_per_artifact_s']:.3f} s ({len(releases)} releases); speed-up projected for free "
+          f"cores {figures['speedup_projected_free_cores']:.2f}x; other processes took "
+          f"{serial['other_processes_cpu_s']:.0f} of {serial['machine_cpu_s']:.0f} CPU s during the serial run, "
+          f"{cluster['other_processes_cpu_s']:.0f} of {cluster['machine_cpu_s']:.0f} during the cluster's; machine scaling "
           f"{scaling_before:.2f} before, {scaling_after:.2f} after (1.00: free cores)")
     print(f"memory: each worker bounded to {figures['worker_memory_limit_bytes'] / 2**30:.1f} GiB, the largest "
           f"worker's peak RSS {worker_peak / 2**30:.2f} GiB (the serial process's {serial_peak / 2**30:.2f} GiB)")

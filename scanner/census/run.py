@@ -86,8 +86,8 @@ def local_cluster(workers: int, memory_limit: str | float, settings: Mapping[str
     (distributed.nanny.pre-spawn-environ, so that freed memory goes back to the system at once), and glibc then
     keeps its mmap threshold fixed at 128 KiB (mallopt(3): setting M_TRIM_THRESHOLD turns off the dynamic
     threshold): every large buffer of a scan (an archive member, an unpacked fat binary) is a fresh mmap, paged
-    in, and an munmap. Measured on a 146 MB wheel (cuSPARSE), one scan in one process: 0.52-0.58 s of CPU, 0.66-0.71 s
-    with the variable (docs/performance.md, "The census"). A value set in the command's own environment still wins.
+    in, and an munmap. Measured on a 146 MB wheel (cuSPARSE), one scan in one process: 0.52-0.63 s of CPU,
+    0.66-0.93 s with the variable (docs/performance.md, "The census"). A value set in the command's own environment still wins.
 
     Dask's housekeeping slowed down (QUIET): its defaults (a stack sample of the running task every 10 ms, an
     event-loop tick every 20 ms, the memory checked every 100 ms) cost an idle 2-worker cluster 10 % of a core,

@@ -25,7 +25,7 @@ def test_the_census_bench_prints_each_figure(tmp_path: Path) -> None:
     assert done.returncode == 0, done.stderr
     assert "2 wheels (2 with CUDA binaries)" in done.stdout and "reports equal: True" in done.stdout
     for row in ("| serial |", "| cluster |", "| resumed |", "| ab defaults |", "| ab quiet |", "task-time ratio",
-                "memory: each worker bounded to"):
+                "memory: each worker bounded to", "speed-up projected for free cores", "other processes took"):
         assert row in done.stdout
     figures = json.loads(log.read_text())
     assert figures["ab quiet"]["scanned"] == figures["ab defaults"]["scanned"] == 2
