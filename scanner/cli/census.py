@@ -68,7 +68,7 @@ class TerminalCensusProgress(CensusProgress):
               help="LocalCluster worker processes (default: one per usable core).")
 @click.option("--memory-limit", metavar="SIZE",
               help="Each LocalCluster worker's memory bound, e.g. 4GB (default: the machine's memory / workers); "
-                   "a worker past 95 %% of it is restarted and its task run again.")
+                   "a worker past 95 % of it is restarted and its task run again.")
 @click.option("--serial", is_flag=True, help="Scan in this process, one artifact after another, without Dask.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; errors only.")
 def census(specs: tuple[str, ...], outdir: str, releases: tuple[str, ...], platforms: tuple[str, ...],
