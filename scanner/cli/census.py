@@ -66,10 +66,14 @@ class TerminalCensusProgress(CensusProgress):
               "LocalCluster; its workers must see the artifacts' paths and OUTDIR.")
 @click.option("--workers", type=click.IntRange(min=1), metavar="N",
               help="LocalCluster worker processes (default: one per usable core).")
+@click.option("--memory-limit", metavar="SIZE",
+              help="Each LocalCluster worker's memory bound, e.g. 4GB (default: the machine's memory / workers); "
+                   "a worker past 95 % of it is restarted and its task run again.")
 @click.option("--serial", is_flag=True, help="Scan in this process, one artifact after another, without Dask.")
 @click.option("-q", "--quiet", is_flag=True, help="No progress and no summary; errors only.")
 def census(specs: tuple[str, ...], outdir: str, releases: tuple[str, ...], platforms: tuple[str, ...],
-           wheel_cache: str | None, scheduler: str | None, workers: int | None, serial: bool, quiet: bool) -> None:
+           wheel_cache: str | None, scheduler: str | None, workers: int | None, memory_limit: str | None,
+           serial: bool, quiet: bool) -> None:
     """Scan every SPEC (a wheel, a folder of wheels, a requirements file of name==version lines, or
     name==version) for each ZLUDA release, and write the compatibility matrix and a browsable page.
     Re-running skips what is done.
@@ -83,6 +87,14 @@ def census(specs: tuple[str, ...], outdir: str, releases: tuple[str, ...], platf
         sys.exit(EXIT_USAGE)
     if serial and scheduler:
         raise click.UsageError("--serial and --scheduler do not go together")
+    if memory_limit is not None:
+        from dask.utils import parse_bytes
+
+        try:
+            parse_bytes(memory_limit)
+        except ValueError:
+            raise click.BadParameter(f"not a size: {memory_limit!r} (e.g. 4GB, 512MiB)",
+                                     param_hint="--memory-limit") from None
     from cuda4amd.census.outputs import census_matrix, write_outputs
     from cuda4amd.census.plan import plan
     from cuda4amd.census.run import run_census, tasks_of
@@ -102,7 +114,8 @@ def census(specs: tuple[str, ...], outdir: str, releases: tuple[str, ...], platf
     tasks = tasks_of(planned.artifacts, releases or shipped, rules_version())
     progress = TerminalCensusProgress() if sys.stderr.isatty() and not quiet else None
     try:
-        outcome = run_census(tasks, out, scheduler=scheduler, workers=workers, serial=serial, progress=progress)
+        outcome = run_census(tasks, out, scheduler=scheduler, workers=workers, serial=serial,
+                             memory_limit=memory_limit, progress=progress)
     except OSError as exc:  # distributed's connect() raises OSError ("Timed out trying to connect to ...")
         fail(f"cannot reach the Dask scheduler {scheduler}: {exc}" if scheduler else f"census: {exc}")
     matrix = census_matrix(tasks, out, planned.problems)

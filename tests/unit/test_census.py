@@ -15,11 +15,11 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from conftest import FIXTURES
+from conftest import FIXTURES, REPO
 
 from cuda4amd.census.outputs import census_matrix, write_outputs
 from cuda4amd.census.plan import Artifact, plan
-from cuda4amd.census.run import run_census, tasks_of
+from cuda4amd.census.run import local_cluster, run_census, tasks_of, worker_memory
 from cuda4amd.census.task import FAILURE_SCHEMA, rules_version
 from cuda4amd.evidence.matrix import COLUMNS
 
@@ -118,12 +118,25 @@ def test_local_cluster_of_two_workers_equals_the_serial_census(wheels: Path, tmp
     assert _reports(tmp_path / "dask") == _reports(tmp_path / "serial")
 
 
+def test_each_local_worker_gets_its_share_of_the_memory_and_glibc_defaults() -> None:
+    from distributed.system import MEMORY_LIMIT
+
+    assert worker_memory(2) == 0.5 and worker_memory(4, "3GB") == "3GB"
+    with local_cluster(2, worker_memory(2)) as cluster, distributed.Client(cluster) as client:
+        limits = [w["memory_limit"] for w in client.scheduler_info()["workers"].values()]
+        assert limits == [int(MEMORY_LIMIT / 2)] * 2  # bounded: the two shares make the machine's memory
+        environment = client.run(lambda: os.environ.get("MALLOC_TRIM_THRESHOLD_"))
+        assert set(environment.values()) == {os.environ.get("MALLOC_TRIM_THRESHOLD_")}  # Dask's 65536 not added
+        assert not any(client.run(lambda: __import__("dask").config.get("distributed.worker.profile.enabled"))
+                       .values())
+
+
 def test_a_worker_killed_mid_census_still_gives_the_serial_result(wheels: Path, tmp_path: Path) -> None:
     blas = (FIXTURES / "pe/blas_mixed.dll").read_bytes()
     for n in range(3):  # a few hundred members: a task long enough (~0.5 s) to be killed while it runs
         _wheel(wheels, f"slow{n}", "1.0", {f"slow{n}/b{i}.dll": blas + bytes([n]) for i in range(300)})
     _census([str(wheels)], tmp_path / "serial", serial=True)
-    cluster = distributed.LocalCluster(n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None)
+    cluster = local_cluster(2, worker_memory(2))  # as the command's, on a scheduler address of its own
     client = distributed.Client(cluster)
     try:
         result: dict[str, object] = {}
@@ -260,3 +273,31 @@ def test_an_unreachable_scheduler_is_a_usage_error(wheels: Path, tmp_path: Path)
         result = CliRunner().invoke(main, ["census", str(wheels), "-o", str(tmp_path / "out"), "-q",
                                            "--scheduler", "tcp://127.0.0.1:9"])
     assert result.exit_code == 2 and "cannot reach the Dask scheduler tcp://127.0.0.1:9" in result.output
+
+
+def test_a_memory_limit_that_is_no_size_is_a_usage_error(wheels: Path, tmp_path: Path) -> None:
+    from cuda4amd.cli import main
+
+    result = CliRunner().invoke(main, ["census", str(wheels), "-o", str(tmp_path / "out"), "--memory-limit", "lots"])
+    assert result.exit_code == 2 and "not a size: 'lots'" in result.output
+
+
+def test_the_cluster_settings_of_docs_census_md_are_the_local_clusters() -> None:
+    """docs/census.md gives `dask worker` machines a config file: it must say what QUIET says."""
+    import re
+
+    import yaml
+
+    from cuda4amd.census.run import QUIET
+
+    text = (REPO / "docs" / "census.md").read_text(encoding="utf-8")
+    block = re.search(r"```yaml\n(.*?)```", text, re.S)
+    assert block is not None
+
+    def flat(tree: dict, prefix: str = "") -> dict:
+        out: dict = {}
+        for key, value in tree.items():
+            out.update(flat(value, f"{prefix}{key}.") if isinstance(value, dict) else {f"{prefix}{key}": value})
+        return out
+
+    assert flat(yaml.safe_load(block.group(1))) == QUIET
