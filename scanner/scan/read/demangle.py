@@ -30,8 +30,8 @@ def _demangler() -> Callable[[str], object] | None:
     try:
         import demangle as library  # the PyPI package (absolute import: not this module)
     except ImportError:
-        library = None
-    if library is not None:
+        pass
+    else:
         return library.demangle
     lief = sys.modules.get("lief")
     # a LIEF without the attribute predates the extended build (its demangler, if any, is its own)
