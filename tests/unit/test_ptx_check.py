@@ -292,3 +292,56 @@ def test_a_head_written_two_ways_in_one_function_is_found_where_it_is():
     result = PtxChecker(RULES["v5"]).check_module(_two_kernels(body, b"ret"))
     assert result.dropped_kernels == ("k_first",)
     assert result.construct.startswith("set.eq.u32.f16")
+
+
+# The text is cut at `;` before comments and strings are stripped, piece by piece (scan/read/ptx/reading.py);
+# where a comment or string runs across a `;` the whole text is stripped first. Either way a module must read
+# as it reads stripped: these variations of the fixtures, each with the comment or string the reading must see
+# through, keep the fixture's outcome at every release.
+_VARIANTS = {  # each replaces every `ret;` of the fixture
+    "a comment holding `;`": b"ret; // done; nothing after",
+    "a string holding `;`": b'.pragma "a;b";\n\tret;',
+    "a block comment over lines": b"/* ret;\n\t{ } */ ret;",
+    "a comment holding a brace": b"ret; // }",
+    "a comment naming a function": b"ret;\n\t// .entry ghost(",
+    "a comment holding a call": b"// call.uni helper, (x)\n\tret;",
+    "a comment holding foreign bytes": b"ret; // \xc3\xa9 & * # '",
+}
+
+
+@pytest.mark.parametrize("name", ["accepted.ptx", "dropped_function.ptx", "translator_refusal.ptx",
+                                  "calls_dropped.ptx", "lexer_error.ptx"])
+@pytest.mark.parametrize("variant", sorted(_VARIANTS))
+def test_comments_and_strings_are_seen_through(name, variant):
+    text = fixture(name)
+    assert b"\tret;" in text
+    changed = text.replace(b"\tret;", b"\t" + _VARIANTS[variant])
+    for tag in TAGS:
+        expected, got = (PtxChecker(RULES[tag]).check_module(t) for t in (text, changed))
+        assert (got.outcome, got.kernels, got.dropped_kernels, got.dropped_functions) == (
+            expected.outcome, expected.kernels, expected.dropped_kernels, expected.dropped_functions), (variant, tag)
+
+
+def test_a_refused_statement_in_a_comment_or_string_is_not_read():
+    text = fixture("accepted.ptx").replace(b"\tret;", b'\t// red.global.add.f32 [%rd1], %f1;\n'
+                                           b'\t.pragma "red.global.add.f32 [%rd1], %f1;";\n\tret;')
+    for tag in TAGS:
+        assert PtxChecker(RULES[tag]).check_module(text).outcome == "ok", tag
+
+
+def test_one_stage_reads_texts_with_and_without_comments_alike():
+    """The stage keeps what each piece reads as across texts: a piece first met in a text read as written
+    and then in a stripped one (or the other way) reads the same."""
+    plain = fixture("dropped_function.ptx")
+    commented = plain.replace(b"\tret;", b"\tret; // a; b")
+    stage = PtxStage.for_rules()
+    first = [(r.outcome, r.dropped_kernels) for r in stage.check_text(plain)]
+    assert [(r.outcome, r.dropped_kernels) for r in stage.check_text(commented)] == first
+    assert [(r.outcome, r.dropped_kernels) for r in PtxStage.for_rules().check_text(commented)] == first
+
+
+def test_a_call_in_a_comment_calls_nothing():
+    text = fixture("dropped_function.ptx").replace(b"\tret;", b"\t// call.uni drop_me, (x)\n\tret;")
+    for tag in TAGS:
+        result = PtxChecker(RULES[tag]).check_module(text)
+        assert (result.outcome, result.dropped_kernels) == ("functions_dropped", ("drop_me",)), tag

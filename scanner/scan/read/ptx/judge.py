@@ -13,43 +13,34 @@ container also "no_ptx" (no usable PTX entry: an empty module too).
 
 Every instruction form is decided once per checker (``shapes``): a scan
 meets the same few hundred forms in thousands of functions. A text is read
-as a whole (:func:`read_text`): split at `;` with every digit made 0, its
-distinct pieces are its statement keys, and a key's head is expanded into
-the exact heads the lexer's tokens allow for it (``ld.global.u00``:
-``.u16``, ``.u32``, ``.u64``). A key whose exact heads all decide ok is ok
-without a look at the text; the others (a refusal, exact heads that decide
-apart, a piece that is not a statement) are looked up where they occur, each
-occurrence keyed by its head as written, and only then placed in functions.
-The known approximation: a head with a token the lexer does not know, of the
-same length as a known one once digits are 0 (``.u17`` beside ``.u32``,
-same operands), is decided as the known ones; compilers write no such token.
+once for all releases (cuda4amd.scan.read.ptx.reading.Reading): its
+distinct pieces cut at `;` with digits 0 are its statement keys; a key ok at
+every exact head its head stands for is ok without a look at the text; the
+others are looked up where they occur, each occurrence keyed by its head as
+written, and only then placed in functions. The known approximation: a head
+with a token the lexer does not know, of the same length as a known one once
+digits are 0 (``.u17`` beside ``.u32``, same operands), is decided as the
+known ones; compilers write no such token.
 """
 from __future__ import annotations
 
 import dataclasses
 import itertools
+import operator
 import re
-from bisect import bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 
 from cuda4amd.rules.ptx_rules import ArgSlot, Form, PtxRules
-from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, ZERO_MARK, lexer_error, lone_lead, strip, tokens
-from cuda4amd.scan.read.ptx.module import Function, Module, calls, read_module
+from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, tokens
+from cuda4amd.scan.read.ptx.module import Function
+from cuda4amd.scan.read.ptx.reading import Pieces, Reading, Shape, parse_statement
 
-__all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker"]
+__all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker", "Shape", "read_text"]
 
 OUTCOMES = ("ok", "functions_dropped", "load_fails", "empty_module", "no_ptx")
 #: invalid_directives of ast::Module::empty() (usize::MAX): a lexer error or an unparsable module
 EMPTY = 1 << 64
-#: what may stand before a statement: blanks, block braces, labels (not `::`), `.loc` lines (no `;`);
-#: one blank at a time: `\s+` inside `*` splits a run of blanks in exponentially many ways when the
-#: rest fails (a module's header after comments blanked: seconds for 75 bytes)
-_LEAD_IN = re.compile(rb"(?:\s|[{}]|[$%\w]+[ \t]*:(?!:)|\.loc\b[^\n]*)*")
-#: then an instruction: a guard, the head, the operands
-_STATEMENT = re.compile(_LEAD_IN.pattern + rb"(?:@!?[%$\w]+\s+)?([a-z][a-z0-9_]*(?:\.[\w:]+)*)([^:]*)\Z")
-#: operand identifiers (registers, names, labels), not a `.x` member or a suffix of a number
-_IDENTIFIERS = re.compile(rb"%[\w$]+|(?<![\w.$%])[A-Za-z_$][\w$]*")
 _VECTOR_INDEX = frozenset({".x", ".y", ".z", ".w", ".r", ".g", ".b", ".a"})
 
 
@@ -79,118 +70,12 @@ class ModuleResult:
     entries: int = 0
 
 
-#: (head, operand shape) of an instruction; b"" for no instruction; other bytes: a statement that is neither
-Shape = tuple[bytes, bytes] | bytes
 #: the most exact heads one key's head is expanded into (more: the key is looked up in the text)
 MAX_VARIANTS = 64
-_HEADER_WORDS = (b".entry", b".func")
 
 
-class Reading:
-    """What every release's check of one PTX text shares: the text as the lexer sees it, its lexer error,
-    its functions, its statement keys (the lexer's rules are the same at every tag in rules/kernels/).
-
-    ``keys``: each distinct piece of the text cut at `;`, digits 0 -> its shape read so (parse_statement:
-    the head with digits 0). :meth:`indices` finds where a key occurs, :meth:`by_shape` with each
-    occurrence's exact shape (read from the text as written)."""
-
-    def __init__(self, text: bytes, known: dict[bytes, tuple[int, Shape, bool]] | None = None) -> None:
-        """``known``: what earlier readings found of each piece (where its statement starts, its shape,
-        whether it holds a lone lead character), kept by a caller that reads many texts: the texts of one
-        library share most of their pieces."""
-        self.text = strip(text)
-        marked = self.text.translate(ZERO_MARK)
-        #: the text cut at `;` (a statement never holds one: strings are emptied), digits 0, in text order
-        self.pieces = marked.split(b";")
-        distinct = set(self.pieces)
-        known = {} if known is None else known
-        new = distinct - known.keys()
-        for key in new:
-            at = _statement_start(key) if b"{" in key and any(w in key for w in _HEADER_WORDS) else 0
-            known[key] = (at, parse_statement(key[at:] if at else key), lone_lead(key))
-        facts = {key: known[key] for key in distinct}
-        #: where a piece's statement starts: after the `{` of a function header the piece holds, else 0
-        self.starts: dict[bytes, int] = {key: fact[0] for key, fact in facts.items() if fact[0]}
-        self.keys: dict[bytes, Shape] = {key: fact[1] for key, fact in facts.items()}
-        self.shapes: frozenset[Shape] = frozenset(self.keys.values())
-        lone = any(fact[2] for fact in facts.values())
-        self.lexer_error = lexer_error(self.text, marked, frozenset(distinct) if lone else frozenset())
-        self.module: Module = read_module(self.text)
-        self._found: dict[bytes, list[int]] = {}
-        self._exact: dict[bytes, dict[Shape, list[int]]] = {}
-        self._starts: list[int] | None = None
-        self._by_shape: dict[Shape, list[bytes]] | None = None
-
-    def keys_of(self, shapes: Iterable[Shape]) -> set[bytes]:
-        """The keys that read as one of ``shapes``."""
-        if self._by_shape is None:
-            self._by_shape = {}
-            for key, shape in self.keys.items():
-                self._by_shape.setdefault(shape, []).append(key)
-        return {key for shape in shapes for key in self._by_shape.get(shape, ())}
-
-    def locate(self, keys: Iterable[bytes]) -> None:
-        """Find where ``keys`` occur (one pass over the pieces for all keys not located yet)."""
-        wanted = {key for key in keys if key not in self._found}
-        if not wanted:
-            return
-        found = self._found
-        for key in wanted:
-            found[key] = []
-        pieces = self.pieces
-        # C-level: membership of every piece by map, the hits picked by compress (a Python loop over the
-        # pieces costs 3 times as much); only the hits are seen in Python
-        for index in itertools.compress(itertools.count(), map(wanted.__contains__, pieces)):
-            found[pieces[index]].append(index)
-
-    def indices(self, key: bytes) -> list[int]:
-        """Which pieces are ``key``, in text order."""
-        self.locate((key,))
-        return self._found[key]
-
-    def by_shape(self, key: bytes) -> dict[Shape, list[int]]:
-        """The occurrences of ``key`` by their exact shape (the head as written), each in text order."""
-        groups = self._exact.get(key)
-        if groups is not None:
-            return groups
-        groups = {}
-        shape = self.keys[key]
-        at = self.starts.get(key, 0)
-        text = self.text
-        indices = self.indices(key)
-        starts = list(map(self.piece_starts().__getitem__, indices))
-        if isinstance(shape, tuple):
-            m = _STATEMENT.match(key, at)
-            assert m is not None
-            head, end = m.start(1), m.end(1)  # the same place in every occurrence: digits keep their length
-            heads = [text[start + head:start + end] for start in starts]
-            if len(set(heads)) == 1:  # most often: one head as written
-                return self._exact.setdefault(key, {(heads[0], shape[1]): indices})
-            for written, index in zip(heads, indices, strict=True):
-                groups.setdefault((written, shape[1]), []).append(index)
-        else:
-            for start, index in zip(starts, indices, strict=True):
-                groups.setdefault(parse_statement(text[start + at:start + len(key)]), []).append(index)
-        self._exact[key] = groups
-        return groups
-
-    def piece_starts(self) -> list[int]:
-        """Where each piece starts in the text (C-level: the lengths plus their `;`, accumulated)."""
-        if self._starts is None:
-            self._starts = list(itertools.accumulate(map((1).__add__, map(len, self.pieces)), initial=0))
-        return self._starts
-
-
-def _statement_start(piece: bytes) -> int:
-    """Where the first statement of a body starts in a piece that holds a function's header (after the
-    `{` that follows the last `.entry`/`.func`), or 0."""
-    last = max(piece.rfind(w) for w in _HEADER_WORDS)
-    brace = piece.find(b"{", last)
-    return brace + 1 if brace >= 0 else 0
-
-
-def read_text(text: bytes, known: dict[bytes, tuple[int, Shape, bool]] | None = None) -> Reading:
-    return Reading(text, known)
+def read_text(text: bytes, pieces: Pieces) -> Reading:
+    return Reading(text, pieces)
 
 
 @dataclass
@@ -200,10 +85,8 @@ class PtxChecker:
     #: the statements of different functions differ mostly by names and numbers
     shapes: dict[Shape, Decision] = field(default_factory=dict)
     #: each key's shape (head with digits 0) -> its decision when every exact head it stands for decides
-    #: so and ok; None when it must be looked up in the text (Reading.by_shape)
+    #: so; None when it must be looked up in the text (Reading.by_shape)
     keys: dict[Shape, Decision | None] = field(default_factory=dict)
-    #: the key shapes whose decision is not plainly ok (a set: a text's are found at C speed)
-    not_plain: set[Shape] = field(default_factory=set)
     keywords: frozenset[str] = field(init=False)
     #: a head's dotted part with digits 0 -> the lexer's tokens that read so
     by_zeroed: dict[bytes, tuple[bytes, ...]] = field(init=False)
@@ -221,10 +104,13 @@ class PtxChecker:
     # -- a container ----------------------------------------------------------------------------
 
     def check_container(self, entries: Sequence[bytes | Reading],
-                        read: Callable[[bytes], Reading] = read_text) -> ModuleResult:
+                        read: Callable[[bytes], Reading] | None = None) -> ModuleResult:
         """ZLUDA's choice among a container's PTX entries (module.rs at the tag), then that module's fate.
         ``entries``: the decompressed PTX entries that are UTF-8, in file order, or their readings (a
         caller checking several releases reads each once); ``read``: how a text is read."""
+        if read is None:
+            pieces = Pieces((self,))
+            read = lambda text: read_text(text, pieces)  # noqa: E731
         if not entries:
             return self.choose([])
         if self.rules.entry_choice == "first":
@@ -261,18 +147,21 @@ class PtxChecker:
     # -- a module ---------------------------------------------------------------------------------
 
     def check_module(self, text: bytes) -> ModuleResult:
-        return self.check_reading(read_text(text))
+        return self.check_reading(read_text(text, Pieces((self,))))
 
     def trouble(self, reading: Reading) -> tuple[set[bytes], set[bytes]]:
         """(the keys of ``reading`` that are not plainly ok at this release, those of them whose
         occurrences must be read as written)."""
-        for shape in reading.shapes - self.keys.keys():  # each key shape decided once per release
-            self.decide_key(shape)
-        bad = reading.shapes & self.not_plain  # C-level: most texts have none
-        if not bad:
-            return set(), set()
-        troubled = reading.keys_of(bad)
-        return troubled, {key for key in troubled if self.keys[reading.keys[key]] is None}
+        troubled: set[bytes] = set()
+        exact: set[bytes] = set()
+        for key, fact in reading.special.items():  # few: the pieces that are not plain at every release
+            decision = self.decide_key(fact.shape)
+            if decision is None:
+                exact.add(key)
+            elif decision.status == "ok":
+                continue
+            troubled.add(key)
+        return troubled, exact
 
     def check_reading(self, reading: Reading,
                       trouble: tuple[set[bytes], set[bytes]] | None = None) -> ModuleResult:
@@ -310,7 +199,7 @@ class PtxChecker:
         dropped_kernels = tuple(f.name for f in dropped if f.kernel and f.has_body)
         if refused is None and dropped_names:
             for function in kept:
-                gone = sorted(calls(reading.text, function) & dropped_names)
+                gone = sorted(reading.calls(function) & dropped_names)
                 if gone:
                     refused = (f"{function.name} calls {gone[0]}, which the parser dropped",
                                self.rules.unknown_symbol_source)
@@ -327,31 +216,20 @@ class PtxChecker:
     def _problems(self, reading: Reading, troubled: set[bytes], exact: set[bytes]) -> dict[int, list[Decision]]:
         """The decisions that are not ok of the statements of each function (by index in
         module.functions), in body order; statements outside every body count for none."""
-        bad: list[tuple[int, int, Decision]] = []  # (piece, where its statement starts in the piece, decision)
+        bad: list[tuple[int, Decision]] = []  # (piece, decision)
         for key in troubled:
-            at = reading.starts.get(key, 0)
             if key in exact:
                 for shape, indices in reading.by_shape(key).items():
                     decision = self.decide_shape(shape)
                     if decision.status != "ok":
-                        bad += ((index, at, decision) for index in indices)
+                        bad += zip(indices, itertools.repeat(decision))
             else:
-                decision = self.decide_shape(reading.keys[key])
-                bad += ((index, at, decision) for index in reading.indices(key))
+                decision = self.decide_shape(reading.special[key].shape)
+                bad += zip(reading.indices(key), itertools.repeat(decision))
         if not bad:
             return {}
-        bad.sort(key=lambda item: item[0])
-        bodies = sorted((f.body[0], f.body[1], index) for index, f in enumerate(reading.module.functions)
-                        if f.has_body)
-        starts = [start for start, _, _ in bodies]
-        out: dict[int, list[Decision]] = {}
-        starts_of = reading.piece_starts()
-        for index, at, decision in bad:
-            offset = starts_of[index] + at
-            body = bisect_right(starts, offset) - 1
-            if body >= 0 and offset < bodies[body][1]:
-                out.setdefault(bodies[body][2], []).append(decision)
-        return out
+        bad.sort(key=operator.itemgetter(0))
+        return reading.place(bad)
 
     def _function(self, function: Function,
                   problems: Sequence[Decision]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:
@@ -387,8 +265,6 @@ class PtxChecker:
             if variants is not None and all(self.decide_shape((v, shape[1])).status == "ok" for v in variants):
                 decision = OK
         self.keys[shape] = decision
-        if decision is None or decision.status != "ok":
-            self.not_plain.add(shape)
         return decision
 
     def variants(self, head: bytes) -> list[bytes] | None:
@@ -494,16 +370,6 @@ def check_container(entries: Sequence[bytes], rules: PtxRules) -> ModuleResult:
 
 def _reading(entry: bytes | Reading, read: Callable[[bytes], Reading]) -> Reading:
     return entry if isinstance(entry, Reading) else read(entry)
-
-
-def parse_statement(statement: bytes) -> Shape:
-    """(head, operand shape) of an instruction statement; else b"" (a declaration or nothing) or the text
-    that is neither."""
-    m = _STATEMENT.match(statement)
-    if m is None:
-        rest = _LEAD_IN.sub(b"", statement, count=1).strip()
-        return b"" if not rest or rest.startswith(b".") else rest
-    return m.group(1), _IDENTIFIERS.sub(b"x", m.group(2).translate(ZERO_DIGITS))
 
 
 def _select(defs: tuple[Form, ...], modifiers: list[str]) -> Form | None:

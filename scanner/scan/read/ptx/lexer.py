@@ -1,12 +1,14 @@
 """The PTX text as ZLUDA's logos lexer sees it (ptx_parser/src/lib.rs, ``enum Token``).
 
-Whole-module work is done by C-level regular expressions over bytes (the
-speed of the PTX stage is that of these passes); statements are split into
-tokens only for the few distinct instruction forms a module holds
-(:func:`tokens`).
+Whole-module work is done by C-level bytes methods (the speed of the PTX
+stage is that of these passes); comments and strings are read in the
+distinct pieces of a text cut at `;` (:func:`read_piece`), and statements
+are split into tokens only for the few distinct instruction forms a module
+holds (:func:`tokens`).
 
 * :func:`strip` blanks comments (``//…``, ``/*…*/``, the lexer's skip rule)
-  and empties string literals, so that nothing inside them is read as code.
+  and the inside of string literals, byte for byte (offsets stay those of the
+  text as written), so that nothing inside them is read as code.
 * :func:`lexer_error` is the first byte sequence no token rule matches:
   a byte outside the tokens' alphabet (``*``, ``/``, ``&``, ``#``, ``'``,
   any non-ASCII byte), an unterminated string, or a lone ``_``, ``$`` or
@@ -17,8 +19,9 @@ tokens only for the few distinct instruction forms a module holds
 from __future__ import annotations
 
 import re
+from typing import NamedTuple
 
-__all__ = ["ZERO_DIGITS", "ZERO_MARK", "lexer_error", "lone_lead", "strip", "tokens"]
+__all__ = ["ZERO_DIGITS", "PieceText", "lexer_error", "lone_lead", "read_piece", "strip", "tokens"]
 
 # Each pattern starts with a literal or a character set, so that sre scans for it at C speed: a
 # pattern that starts with an alternation or a lookbehind is tried at every byte (ten times slower).
@@ -37,10 +40,8 @@ _LEADS = bytes((ord("_") if c in b"_$%" else ord("a") if chr(c).isascii() and ch
                for c in range(256))
 #: digits to 0: operands that differ only by register numbers and immediates read the same
 ZERO_DIGITS = bytes.maketrans(b"123456789", b"000000000")
-#: the same, and every byte outside the alphabet to `#` (itself outside it): the pass that makes the
-#: statement keys also finds the first foreign byte (bytes.find, memchr) with no pass of its own
-ZERO_MARK = bytes(ord("0") if chr(c).isdigit() and c < 128 else c if c in _ALPHABET else ord("#")
-                  for c in range(256))
+#: every byte but a newline to a blank (a block comment keeps its lines)
+_BLANK = bytes(c if c in b"\n\r" else ord(" ") for c in range(256))
 
 _TOKEN = re.compile(
     r"\s*(?:"
@@ -52,37 +53,65 @@ _TOKEN = re.compile(
     r")")
 
 
+def _blank(m: re.Match[bytes]) -> bytes:
+    return m.group().translate(_BLANK)
+
+
+def _blank_inside(m: re.Match[bytes]) -> bytes:
+    return b'"' + m.group()[1:-1].translate(_BLANK) + b'"'
+
+
 def strip(text: bytes) -> bytes:
-    """Comments blanked, strings emptied (``""``)."""
+    """Comments and the inside of strings blanked, every other byte where it was."""
     if b'"' in text:
-        text = _empty_strings(text)
+        text = _STRINGS.sub(_blank_inside, text)
     if b"//" in text:
-        text = _LINE_COMMENTS.sub(b" ", text)
+        text = _LINE_COMMENTS.sub(_blank, text)
     if b"/*" in text:
-        text = _BLOCK_COMMENTS.sub(b" ", text)
+        text = _BLOCK_COMMENTS.sub(_blank, text)
     return text
 
 
-def _empty_strings(text: bytes) -> bytes:
-    """``_STRINGS.sub(b'""', text)`` by bytes.find (memchr; sre scans byte by byte): real PTX holds few
-    strings (``.pragma "nounroll";``) in texts of tens of MB."""
-    out: list[bytes] = []
-    pos = 0
-    at = text.find(b'"')
-    while at >= 0:
-        close = text.find(b'"', at + 1)
-        if close < 0:
-            break
-        if text.find(b"\n", at + 1, close) >= 0:  # no string opens here: the regex retries at the next quote
-            at = close
-            continue
-        out += (text[pos:at], b'""')
-        pos = close + 1
-        at = text.find(b'"', pos)
-    if not out:
-        return text
-    out.append(text[pos:])
-    return b"".join(out)
+class PieceText(NamedTuple):
+    """One piece of a text cut at `;` as the lexer sees it (:func:`read_piece`)."""
+
+    text: bytes  #: :func:`strip`'s output for the piece
+    #: a comment or string may run on past the piece's `;` (or a block comment is in it): the piece cannot
+    #: be read alone, the whole text must be stripped first
+    open_end: bool
+    #: something in it the lexer rejects (a foreign byte, a lone quote, a lone lead character)
+    lexer_error: bool
+
+
+def read_piece(piece: bytes) -> PieceText:
+    """A piece of a text cut at `;` (digits may be 0): stripped, and what it holds that matters alone.
+
+    Stripping piece by piece is stripping the text when no piece ends inside a comment or a string (no
+    `;` is then inside one): a caller checks ``open_end`` of every piece it cut."""
+    text = piece
+    open_end = b"/*" in piece
+    lone_quote = False
+    if b'"' in text:
+        text = _STRINGS.sub(_blank_inside, text)
+        last = _STRINGS.sub(_nuls, piece).rfind(b'"')  # a quote no string on its line closes
+        lone_quote = last >= 0
+        # with no line end after it, a quote may open a string the next piece closes
+        open_end = open_end or (lone_quote and _line_end(piece, last) < 0)
+    if b"//" in text:
+        last = text.rfind(b"//")
+        open_end = open_end or _line_end(text, last) < 0  # a comment runs on past the piece's `;`
+        text = _LINE_COMMENTS.sub(_blank, text)
+    bad = lone_quote or bool(text.translate(None, _ALPHABET)) or lone_lead(text)
+    return PieceText(text, open_end, bad)
+
+
+def _nuls(m: re.Match[bytes]) -> bytes:
+    return b"\0" * len(m.group())
+
+
+def _line_end(text: bytes, at: int) -> int:
+    ends = [i for i in (text.find(b"\n", at), text.find(b"\r", at)) if i >= 0]
+    return min(ends) if ends else -1
 
 
 def lone_lead(text: bytes) -> bool:
@@ -92,39 +121,26 @@ def lone_lead(text: bytes) -> bool:
     return leads == b"_" or leads.startswith(b"_ ") or leads.endswith(b" _") or b" _ " in leads
 
 
-def lexer_error(stripped: bytes, marked: bytes | None = None,
-                pieces: frozenset[bytes] | None = None) -> tuple[int, bytes] | None:
-    """(offset, text) of the first thing ZLUDA's lexer rejects in :func:`strip`'s output, or None.
-
-    ``marked`` (``stripped.translate(ZERO_MARK)``) and ``pieces`` (the distinct pieces of ``marked``
-    cut at `;`, or none when the caller knows none holds a lone lead), when a caller has them, spare a
-    pass each: a foreign byte is a `#` of ``marked``, and a lone lead character is in one of the pieces
-    (the leads pass runs only then)."""
+def lexer_error(stripped: bytes) -> tuple[int, bytes] | None:
+    """(offset, text) of the first thing ZLUDA's lexer rejects in :func:`strip`'s output, or None."""
     found = []
-    if marked is not None:
-        bad_at = marked.find(b"#")
-        if bad_at >= 0:
-            found.append(bad_at)
-    elif stripped.translate(None, _ALPHABET):
+    if stripped.translate(None, _ALPHABET):
         bad = _BAD_BYTE.search(stripped)
         if bad is not None:
             found.append(bad.start())
-    if pieces is None or (pieces and any(map(lone_lead, pieces))):
-        leads = stripped.translate(_LEADS)  # one pass for `_`, `$` and `%`; the text's ends apart (no copies)
-        if leads.startswith(b"_ ") or leads == b"_":
-            found.append(0)
-        else:
-            lone = leads.find(b" _ ")
-            if lone >= 0:
-                found.append(lone + 1)
-            elif leads.endswith(b" _"):
-                found.append(len(leads) - 1)
-    at = stripped.find(b'"')
-    while 0 <= at < (min(found) if found else len(stripped)):
-        if stripped[at + 1:at + 2] != b'"':  # strip left only `""`: a lone quote opens a string never closed
-            found.append(at)
-            break
-        at = stripped.find(b'"', at + 2)
+    leads = stripped.translate(_LEADS)  # one pass for `_`, `$` and `%`; the text's ends apart (no copies)
+    if leads.startswith(b"_ ") or leads == b"_":
+        found.append(0)
+    else:
+        lone = leads.find(b" _ ")
+        if lone >= 0:
+            found.append(lone + 1)
+        elif leads.endswith(b" _"):
+            found.append(len(leads) - 1)
+    unquoted = _STRINGS.sub(_nuls, stripped) if b'"' in stripped else b""
+    at = unquoted.find(b'"')
+    if at >= 0:  # a quote no string closes on its line: an unterminated string
+        found.append(at)
     if not found:
         return None
     first = min(found)

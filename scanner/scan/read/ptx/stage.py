@@ -5,9 +5,10 @@
 
 Every release is checked, not only the scan's: a fact kept in the facts
 cache then answers any ``--zluda-release``. A text is read once for all
-releases (cuda4amd.scan.read.ptx.judge.Reading) and dropped; identical texts
+releases (cuda4amd.scan.read.ptx.reading.Reading) and dropped; identical texts
 are checked once per stage (by sha256: their results are kept, not their
-readings), and each instruction form once per release.
+readings), what each distinct statement piece reads as once per stage, and
+each instruction form once per release.
 """
 from __future__ import annotations
 
@@ -20,7 +21,8 @@ from cuda4amd.model import PTX_CHECK_COUNTS
 from cuda4amd.rules.ptx_rules import load_ptx_rule_files, load_ptx_rules
 from cuda4amd.scan.read.binview import Buffer
 from cuda4amd.scan.read.ptx.entries import ptx_texts
-from cuda4amd.scan.read.ptx.judge import OUTCOMES, ModuleResult, PtxChecker, Shape, read_text
+from cuda4amd.scan.read.ptx.judge import OUTCOMES, ModuleResult, PtxChecker, read_text
+from cuda4amd.scan.read.ptx.reading import Pieces
 
 __all__ = ["COUNTS", "PtxFacts", "PtxStage"]
 
@@ -29,8 +31,6 @@ COUNTS = PTX_CHECK_COUNTS
 assert COUNTS[:len(OUTCOMES)] == OUTCOMES
 #: texts whose results are kept per stage (a worker's memory bound; real trees repeat texts within a library)
 MAX_RESULTS = 4096
-#: statement pieces whose reading is kept per stage (distinct pieces: some hundred thousand per library)
-MAX_PIECES = 1 << 20
 
 
 @dataclass(frozen=True)
@@ -46,8 +46,11 @@ class PtxStage:
     checkers: dict[str, PtxChecker]
     #: sha256 of a text -> its result at each release (the checkers' order)
     results: dict[bytes, tuple[ModuleResult, ...]] = field(default_factory=dict)
-    #: what the readings found of each statement piece (judge.Reading's ``known``)
-    pieces: dict[bytes, tuple[int, Shape, bool]] = field(default_factory=dict)
+    #: what each statement piece reads as, and which are plain at every release
+    pieces: Pieces = field(init=False)
+
+    def __post_init__(self) -> None:
+        self.pieces = Pieces(tuple(self.checkers.values()))
 
     @classmethod
     def for_rules(cls, kernel_dirs: Sequence[Path] = ()) -> PtxStage:
@@ -61,8 +64,6 @@ class PtxStage:
         if results is None:
             if len(self.results) >= MAX_RESULTS:
                 self.results.clear()
-            if len(self.pieces) >= MAX_PIECES:
-                self.pieces.clear()
             reading = read_text(text, self.pieces)
             checkers = list(self.checkers.values())
             troubles = [checker.trouble(reading) for checker in checkers]
