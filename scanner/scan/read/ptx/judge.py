@@ -55,6 +55,8 @@ class Decision:
 
 
 OK = Decision("ok")
+#: the kinds of refusal a function's fate depends on the first of (PtxChecker._function)
+_REFUSALS = ("drop", "refuse", "refuse_in_func")
 
 
 @dataclass
@@ -87,6 +89,8 @@ class PtxChecker:
     #: each key's shape (head with digits 0) -> its decision when every exact head it stands for decides
     #: so; None when it must be looked up in the text (Reading.by_shape)
     keys: dict[Shape, Decision | None] = field(default_factory=dict)
+    #: the shapes met in texts that decide ok (a set: a text's others are found at C speed)
+    ok_shapes: set[Shape] = field(default_factory=set)
     keywords: frozenset[str] = field(init=False)
     #: a head's dotted part with digits 0 -> the lexer's tokens that read so
     by_zeroed: dict[bytes, tuple[bytes, ...]] = field(init=False)
@@ -149,23 +153,8 @@ class PtxChecker:
     def check_module(self, text: bytes) -> ModuleResult:
         return self.check_reading(read_text(text, Pieces((self,))))
 
-    def trouble(self, reading: Reading) -> tuple[set[bytes], set[bytes]]:
-        """(the keys of ``reading`` that are not plainly ok at this release, those of them whose
-        occurrences must be read as written)."""
-        troubled: set[bytes] = set()
-        exact: set[bytes] = set()
-        for key, fact in reading.special.items():  # few: the pieces that are not plain at every release
-            decision = self.decide_key(fact.shape)
-            if decision is None:
-                exact.add(key)
-            elif decision.status == "ok":
-                continue
-            troubled.add(key)
-        return troubled, exact
-
-    def check_reading(self, reading: Reading,
-                      trouble: tuple[set[bytes], set[bytes]] | None = None) -> ModuleResult:
-        """One module's fate; ``trouble``: :meth:`trouble`'s answer for ``reading``, when the caller has it."""
+    def check_reading(self, reading: Reading) -> ModuleResult:
+        """One module's fate (a caller checking several releases has ``reading.look_up`` them all first)."""
         module = reading.module
         kernels = tuple(module.kernels)
         if reading.lexer_error is not None:
@@ -181,8 +170,7 @@ class PtxChecker:
         if options:  # recovered as one unrecognized directive (fn directive's recovery)
             invalid += 1
             first = (f".target {module.target}, {', '.join(options)}", self.rules.target_source)
-        troubled, exact = self.trouble(reading) if trouble is None else trouble
-        problems = self._problems(reading, troubled, exact) if troubled else {}
+        problems = self._problems(reading)
         dropped: list[Function] = []
         refused: tuple[str, str] | None = None
         kept: list[Function] = []
@@ -213,23 +201,18 @@ class PtxChecker:
             return ModuleResult("functions_dropped", construct=first[0], source=first[1], **base)  # type: ignore[arg-type]
         return ModuleResult("ok", **base)  # type: ignore[arg-type]
 
-    def _problems(self, reading: Reading, troubled: set[bytes], exact: set[bytes]) -> dict[int, list[Decision]]:
-        """The decisions that are not ok of the statements of each function (by index in
-        module.functions), in body order; statements outside every body count for none."""
-        bad: list[tuple[int, Decision]] = []  # (piece, decision)
-        for key in troubled:
-            if key in exact:
-                for shape, indices in reading.by_shape(key).items():
-                    decision = self.decide_shape(shape)
-                    if decision.status != "ok":
-                        bad += zip(indices, itertools.repeat(decision))
+    def _problems(self, reading: Reading) -> dict[int, list[Decision]]:
+        """For each function (by index in module.functions) whose body holds statements this release
+        refuses, the first refusal of each kind, in body order."""
+        occurrences = reading.look_up((self,))
+        bad = []
+        for shape in occurrences.keys() - self.ok_shapes:  # C-level: the shapes not known ok at this release
+            decision = self.decide_shape(shape)
+            if decision.status == "ok":
+                self.ok_shapes.add(shape)
             else:
-                decision = self.decide_shape(reading.special[key].shape)
-                bad += zip(reading.indices(key), itertools.repeat(decision))
-        if not bad:
-            return {}
-        bad.sort(key=operator.itemgetter(0))
-        return reading.place(bad)
+                bad.append((occurrences[shape], decision))
+        return reading.place(bad, _REFUSALS, operator.attrgetter("status")) if bad else {}
 
     def _function(self, function: Function,
                   problems: Sequence[Decision]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:

@@ -25,9 +25,10 @@ piece (:meth:`Reading.place`), and a body's end is read
 from __future__ import annotations
 
 import itertools
+import operator
 import re
-from bisect import bisect_right
-from collections.abc import Iterable, Sequence
+from bisect import bisect_left, bisect_right
+from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, lexer_error, read_piece, strip
@@ -154,8 +155,8 @@ class Reading:
     """What every release's check of one PTX text shares (the lexer's rules are the same at every tag in
     rules/kernels/)."""
 
-    def __init__(self, text: bytes, pieces: Pieces, stripped: bool = False) -> None:
-        """``stripped``: ``text`` is lexer.strip's output already."""
+    def __init__(self, text: bytes, pieces: Pieces) -> None:
+        stripped = False
         marked = text.translate(ZERO_DIGITS)
         #: the text cut at `;`, digits 0, in text order
         self.pieces = marked.split(b";")
@@ -177,7 +178,9 @@ class Reading:
         self._exact: dict[bytes, dict[Shape, list[int]]] = {}
         self._written: list[bytes] | None = None
         self._body_pieces: tuple[list[int], list[int]] | None = None
+        self._last_pieces: dict[int, int] = {}
         self._ends: dict[int, int] = {}
+        self._occurrences: dict[Shape, list[int]] | None = None
 
     @property
     def stripped(self) -> bytes:
@@ -187,27 +190,66 @@ class Reading:
             self._stripped = strip(text) if b"/" in text or b'"' in text else text
         return self._stripped
 
-    def place(self, bad: Sequence[tuple[int, _D]]) -> dict[int, list[_D]]:
-        """Statements (piece index, what was decided), in text order, by the function whose body holds
-        them (index in module.functions), in body order; statements outside every body count for none."""
+    def look_up(self, checkers: Sequence[KeyJudge]) -> dict[Shape, list[int]]:
+        """Where the statements occur that one of ``checkers`` must decide as written: each shape (the exact
+        shape of a key whose exact heads decide apart, else the key's) -> the pieces, ascending. The keys are
+        found in one pass for all releases; made once per reading."""
+        if self._occurrences is not None:
+            return self._occurrences
+        wanted: dict[bytes, bool] = {}  # key -> read occurrence by occurrence
+        for key, fact in self.special.items():
+            decisions = [checker.decide_key(fact.shape) for checker in checkers]
+            if not all(map(_ok, decisions)):
+                wanted[key] = None in decisions
+        self.locate(wanted)
+        occurrences: dict[Shape, list[int]] = {}
+        for key, exact in wanted.items():
+            groups = self.by_shape(key) if exact else {self.special[key].shape: self._found[key]}
+            for shape, indices in groups.items():
+                occurrences.setdefault(shape, []).extend(indices)
+        for indices in occurrences.values():
+            indices.sort()
+        self._occurrences = occurrences
+        return occurrences
+
+    def place(self, bad: Iterable[tuple[Sequence[int], _D]], order: Sequence[str],
+              status: Callable[[_D], str]) -> dict[int, list[_D]]:
+        """Refused statements ((the pieces, ascending; what was decided), each kind of decision in
+        ``order``) -> for each function whose body holds one of a kind (index in module.functions), the
+        first of each kind in it, in body order. Statements outside every body count for none."""
         if self._body_pieces is None:
             self._body_pieces = self._first_pieces()
         firsts, numbers = self._body_pieces
-        functions = self.module.functions
-        last: dict[int, int] = {}  # a body's last piece, read only for the bodies a statement may be in
-        out: dict[int, list[_D]] = {}
-        for piece, decision in bad:
-            body = bisect_right(firsts, piece) - 1
-            if body < 0:
-                continue
-            number = numbers[body]
-            end = last.get(number)
-            if end is None:
-                function = functions[number]
-                end = last[number] = firsts[body] + self.text.count(b";", function.body_start, self.body_end(function))
-            if piece <= end:
-                out.setdefault(number, []).append(decision)
-        return out
+        kinds: dict[str, list[tuple[int, _D]]] = {}
+        for indices, decision in bad:
+            kinds.setdefault(status(decision), []).extend(zip(indices, itertools.repeat(decision)))
+        found: dict[int, list[tuple[int, _D]]] = {}
+        for kind in order:
+            hits = sorted(kinds.get(kind, ()), key=operator.itemgetter(0))
+            pieces = [piece for piece, _ in hits]
+            at = bisect_left(pieces, firsts[0]) if firsts else len(hits)
+            while at < len(hits):  # the first of this kind in each body, the bodies found by bisection
+                body = bisect_right(firsts, pieces[at]) - 1
+                if pieces[at] <= self._last_piece(body):
+                    found.setdefault(numbers[body], []).append(hits[at])
+                at = bisect_left(pieces, firsts[body + 1]) if body + 1 < len(firsts) else len(hits)
+        return {number: [d for _, d in sorted(first, key=operator.itemgetter(0))] for number, first in found.items()}
+
+    def _last_piece(self, body: int) -> int:
+        """The piece the body (in ``_first_pieces`` order) ends in: the `;` between its end and the next
+        body's start counted (a few, C-level)."""
+        last = self._last_pieces.get(body)
+        if last is None:
+            assert self._body_pieces is not None  # place reads them first
+            firsts, numbers = self._body_pieces
+            functions = self.module.functions
+            end = self.body_end(functions[numbers[body]])
+            if body + 1 < len(firsts):
+                last = firsts[body + 1] - self.text.count(b";", end, functions[numbers[body + 1]].body_start)
+            else:
+                last = len(self.pieces) - 1 - self.text.count(b";", end)
+            self._last_pieces[body] = last
+        return last
 
     def _first_pieces(self) -> tuple[list[int], list[int]]:
         """(the piece each body starts in, ascending; the function's index): the `;` before each counted

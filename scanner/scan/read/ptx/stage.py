@@ -66,10 +66,8 @@ class PtxStage:
                 self.results.clear()
             reading = read_text(text, self.pieces)
             checkers = list(self.checkers.values())
-            troubles = [checker.trouble(reading) for checker in checkers]
-            reading.locate(set().union(*(troubled for troubled, _ in troubles)))  # one pass for all releases
-            results = self.results[key] = tuple(checker.check_reading(reading, trouble)
-                                                for checker, trouble in zip(checkers, troubles, strict=True))
+            reading.look_up(checkers)  # one pass for all releases
+            results = self.results[key] = tuple(checker.check_reading(reading) for checker in checkers)
         return results
 
     def check(self, buf: Buffer, offsets: Sequence[int]) -> PtxFacts:
