@@ -32,13 +32,13 @@ import os
 import re
 import shutil
 import subprocess
-import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import FIXTURES, REPO
+from census_wheels import HOSTILE, fixture_wheels
+from conftest import REPO
 from wheelcache import LINUX, Unavailable, wheel
 
 # none of these imports Dask (only run_census's cluster does, when it runs)
@@ -55,7 +55,6 @@ distributed = pytest.importorskip("distributed", reason='the census extra: pip i
 REAL = (("nvidia-cuda-runtime-cu12==12.9.79", "win_amd64"), ("ctranslate2==4.8.5", "win_amd64"),
         ("jax-cuda12-plugin==0.7.0", LINUX))
 RELEASES = ("v5", "v6")
-HOSTILE = 'evil<script>alert(1)</script>"&'
 SCREENSHOT = REPO / "docs" / "census-page.png"
 CHROMIUM = ("chromium", "chromium-browser", "google-chrome")
 HEADS = [{"zluda": "ZLUDA"}.get(c, c) for c in COLUMNS]
@@ -75,15 +74,6 @@ def run_chromium(url: str, *args: str) -> str:
     done = subprocess.run(command, capture_output=True, text=True, timeout=300)
     assert done.returncode == 0, done.stderr[-2000:]
     return done.stdout
-
-
-def _wheel(folder: Path, name: str, version: str, members: dict[str, bytes], platform: str = "win_amd64",
-           metadata_name: str | None = None) -> None:
-    with zipfile.ZipFile(folder / f"{name}-{version}-py3-none-{platform}.whl", "w") as z:
-        for arcname, data in members.items():
-            z.writestr(arcname, data)
-        z.writestr(f"{name}-{version}.dist-info/METADATA", f"Name: {metadata_name or name}\nVersion: {version}\n")
-        z.writestr(f"{name}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
 
 
 class Dom(HTMLParser):
@@ -149,15 +139,7 @@ def natural(text: str) -> list[Any]:
 @pytest.fixture(scope="module")
 def census(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Any]:
     root = tmp_path_factory.mktemp("census")
-    folder = root / "wheels"
-    folder.mkdir()
-    _wheel(folder, "appready", "1.0", {"appready/app.exe": (FIXTURES / "pe/app_ready.exe").read_bytes()})
-    _wheel(folder, "blasmix", "2.0", {"blasmix/blas.dll": (FIXTURES / "pe/blas_mixed.dll").read_bytes()})
-    _wheel(folder, "cublas", "12.0", {"cublas/libcublas.so.12": (FIXTURES / "elf/libcublas.so.12").read_bytes()},
-           platform="manylinux_2_28_x86_64")
-    _wheel(folder, "hostile", "1.0", {"hostile/blas.dll": (FIXTURES / "pe/blas_mixed.dll").read_bytes()},
-           metadata_name=HOSTILE)
-    (folder / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip <b>at all</b>")
+    folder = fixture_wheels(root / "wheels")
     specs = [str(folder)]
     for spec, platform in REAL:
         try:

@@ -9,11 +9,11 @@ import signal
 import subprocess
 import threading
 import time
-import zipfile
 from html.parser import HTMLParser
 from pathlib import Path
 
 import pytest
+from census_wheels import HOSTILE, fixture_wheels, write_wheel
 from click.testing import CliRunner
 from conftest import FIXTURES, REPO
 
@@ -25,34 +25,12 @@ from cuda4amd.evidence.matrix import COLUMNS
 
 distributed = pytest.importorskip("distributed", reason='the census extra: pip install ".[census]"')
 
-HOSTILE = 'evil<script>alert(1)</script>"&'
-
-
-def _wheel(folder: Path, name: str, version: str, members: dict[str, bytes], platform: str = "win_amd64",
-           metadata_name: str | None = None) -> Path:
-    path = folder / f"{name}-{version}-py3-none-{platform}.whl"
-    with zipfile.ZipFile(path, "w") as z:
-        for arcname, data in members.items():
-            z.writestr(arcname, data)
-        z.writestr(f"{name}-{version}.dist-info/METADATA", f"Name: {metadata_name or name}\nVersion: {version}\n")
-        z.writestr(f"{name}-{version}.dist-info/WHEEL", "Wheel-Version: 1.0\n")
-    return path
 
 
 @pytest.fixture
 def wheels(tmp_path: Path) -> Path:
-    """Two good wheels of fixture binaries (Windows and Linux), one with a hostile version string, a broken one."""
-    folder = tmp_path / "wheels"
-    folder.mkdir()
-    _wheel(folder, "appready", "1.0", {"appready/app.exe": (FIXTURES / "pe/app_ready.exe").read_bytes()})
-    _wheel(folder, "blasmix", "2.0", {"blasmix/blas.dll": (FIXTURES / "pe/blas_mixed.dll").read_bytes()})
-    _wheel(folder, "cublas", "12.0", {"cublas/libcublas.so.12": (FIXTURES / "elf/libcublas.so.12").read_bytes()},
-           platform="manylinux_2_28_x86_64")
-    # METADATA names it with markup: it must reach the page as text
-    _wheel(folder, "hostile", "1.0", {"hostile/blas.dll": (FIXTURES / "pe/blas_mixed.dll").read_bytes()},
-           metadata_name=HOSTILE)
-    (folder / "broken-1.0-py3-none-any.whl").write_bytes(b"not a zip <b>at all</b>")
-    return folder
+    """Two good wheels of fixture binaries (Windows and Linux), one with a hostile name, a broken one."""
+    return fixture_wheels(tmp_path / "wheels")
 
 
 def _reports(outdir: Path) -> dict[str, bytes]:
@@ -134,7 +112,7 @@ def test_each_local_worker_gets_its_share_of_the_memory_and_glibc_defaults() -> 
 def test_a_worker_killed_mid_census_still_gives_the_serial_result(wheels: Path, tmp_path: Path) -> None:
     blas = (FIXTURES / "pe/blas_mixed.dll").read_bytes()
     for n in range(3):  # a few hundred members: a task long enough (~0.5 s) to be killed while it runs
-        _wheel(wheels, f"slow{n}", "1.0", {f"slow{n}/b{i}.dll": blas + bytes([n]) for i in range(300)})
+        write_wheel(wheels, f"slow{n}", "1.0", {f"slow{n}/b{i}.dll": blas + bytes([n]) for i in range(300)})
     _census([str(wheels)], tmp_path / "serial", serial=True)
     cluster = local_cluster(2, worker_memory(2))  # as the command's, on a scheduler address of its own
     client = distributed.Client(cluster)
