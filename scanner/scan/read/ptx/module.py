@@ -4,13 +4,13 @@ fn directive, fn function), precisely enough to apply its rules, no more.
     module = read_module(text)     # text: lexer.strip's output (or the text as written: see read_module)
     module.header_problem          # what in `.version`/`.target` the parser may refuse (or None)
     for f in module.functions:     # every .entry/.func, declarations included
-        f.name, f.kernel, f.tuning, f.body
+        f.name, f.kernel, f.tuning, f.body_start
     body_end(text, brace, limit)   # where a body ends (read only when a statement must be placed)
     calls(text, start, end)        # the names a body calls (read only when a function was dropped)
 
 This reads functions, not statements: the statements of the whole text are
-split and keyed once by cuda4amd.scan.read.ptx.reading, and a body's
-offsets say which function a statement belongs to. Declarations (``.reg``,
+split and keyed once by cuda4amd.scan.read.ptx.reading, and where a body
+starts and ends says which function a statement belongs to. Declarations (``.reg``,
 ``.local``, ``.shared``, ``.param``), labels, ``.loc``, ``.pragma`` and
 blocks are not instructions: the grammar's variable and debug rules accept
 what nvcc writes.
@@ -23,7 +23,7 @@ from dataclasses import dataclass
 
 from cuda4amd.scan.read.ptx.lexer import strip
 
-__all__ = ["Function", "Module", "body_end", "calls", "read_module"]
+__all__ = ["HEADER_WORDS", "Function", "Module", "body_end", "calls", "read_module"]
 
 _HEADER = re.compile(rb"\A\s*\.version\s+([0-9.]+)\s+\.target\s+([\w]+)((?:\s*,\s*[\w]+)*)\s*"
                      rb"(?:\.address_size\s+([0-9]+))?")
@@ -36,7 +36,8 @@ _PARAMS = re.compile(rb"\s*\([^)]*\)")
 _CALL = re.compile(rb"\bcall(?:\.uni)?\s*(?:\([^)]*\)\s*,\s*)?([A-Za-z_$][\w$]*)")
 _BRACES = re.compile(rb"[{}]")
 _DIRECTIVE = re.compile(rb"\.[A-Za-z_]\w*")
-_HEADER_WORDS = (b".entry", b".func")
+#: the words a function's header starts with (after its linking directives)
+HEADER_WORDS = (b".entry", b".func")
 
 
 @dataclass
@@ -73,7 +74,7 @@ class Module:
         return [f.name for f in self.functions if f.kernel and f.has_body]
 
 
-def read_module(text: bytes, words: Iterable[bytes] = _HEADER_WORDS, first_piece: int = -1) -> Module:
+def read_module(text: bytes, words: Iterable[bytes] = HEADER_WORDS, first_piece: int = -1) -> Module:
     """The module's header and functions. ``text``: lexer.strip's output, or the text as written when no
     comment or string in it runs across a `;` (each function's lines up to its first `;` are stripped here
     when they hold one); ``words``: which of `.entry`/`.func` to look for (a caller that knows the text

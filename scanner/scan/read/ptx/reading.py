@@ -32,7 +32,7 @@ from collections.abc import Callable, Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, lexer_error, read_piece, strip
-from cuda4amd.scan.read.ptx.module import Function, Module, body_end, calls, read_module
+from cuda4amd.scan.read.ptx.module import HEADER_WORDS, Function, Module, body_end, calls, read_module
 
 __all__ = ["MAX_PIECES", "Piece", "Pieces", "Reading", "Shape", "parse_statement"]
 
@@ -46,7 +46,6 @@ _LEAD_IN = re.compile(rb"(?:\s|[{}]|[$%\w]+[ \t]*:(?!:)|\.loc\b[^\n]*)*")
 _STATEMENT = re.compile(_LEAD_IN.pattern + rb"(?:@!?[%$\w]+\s+)?([a-z][a-z0-9_]*(?:\.[\w:]+)*)([^:]*)\Z")
 #: operand identifiers (registers, names, labels), not a `.x` member or a suffix of a number
 _IDENTIFIERS = re.compile(rb"%[\w$]+|(?<![\w.$%])[A-Za-z_$][\w$]*")
-_HEADER_WORDS = (b".entry", b".func")
 #: distinct pieces kept per stage (a worker's memory bound: some hundred thousand per library)
 MAX_PIECES = 1 << 20
 
@@ -113,7 +112,7 @@ def _ok(decision: _Decided | None) -> bool:
 def _read(key: bytes) -> Piece:
     piece = read_piece(key)
     text = piece.text
-    words = tuple(word for word in _HEADER_WORDS if word in text)
+    words = tuple(word for word in HEADER_WORDS if word in text)
     at = _statement_start(text) if words and b"{" in text else 0
     statement = text[at:] if at else text
     m = _STATEMENT.match(statement)
@@ -130,7 +129,7 @@ def _read(key: bytes) -> Piece:
 def _statement_start(piece: bytes) -> int:
     """Where the first statement of a body starts in a piece that holds a function's header (after the
     `{` that follows the last `.entry`/`.func`), or 0."""
-    last = max(piece.rfind(w) for w in _HEADER_WORDS)
+    last = max(piece.rfind(w) for w in HEADER_WORDS)
     brace = piece.find(b"{", last)
     return brace + 1 if brace >= 0 else 0
 
