@@ -26,7 +26,6 @@ from __future__ import annotations
 
 import dataclasses
 import itertools
-import operator
 import re
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
@@ -36,7 +35,7 @@ from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, tokens
 from cuda4amd.scan.read.ptx.module import Function
 from cuda4amd.scan.read.ptx.reading import Pieces, Reading, Shape, parse_statement
 
-__all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker", "Shape", "read_text"]
+__all__ = ["OUTCOMES", "Decision", "ModuleResult", "PtxChecker", "Shape"]
 
 OUTCOMES = ("ok", "functions_dropped", "load_fails", "empty_module", "no_ptx")
 #: invalid_directives of ast::Module::empty() (usize::MAX): a lexer error or an unparsable module
@@ -76,10 +75,6 @@ class ModuleResult:
 MAX_VARIANTS = 64
 
 
-def read_text(text: bytes, pieces: Pieces) -> Reading:
-    return Reading(text, pieces)
-
-
 @dataclass
 class PtxChecker:
     rules: PtxRules
@@ -114,7 +109,7 @@ class PtxChecker:
         caller checking several releases reads each once); ``read``: how a text is read."""
         if read is None:
             pieces = Pieces((self,))
-            read = lambda text: read_text(text, pieces)  # noqa: E731
+            read = lambda text: Reading(text, pieces)  # noqa: E731
         if not entries:
             return self.choose([])
         if self.rules.entry_choice == "first":
@@ -151,10 +146,10 @@ class PtxChecker:
     # -- a module ---------------------------------------------------------------------------------
 
     def check_module(self, text: bytes) -> ModuleResult:
-        return self.check_reading(read_text(text, Pieces((self,))))
+        return self.check_reading(Reading(text, Pieces((self,))))
 
     def check_reading(self, reading: Reading) -> ModuleResult:
-        """One module's fate (a caller checking several releases has ``reading.look_up`` them all first)."""
+        """One module's fate (``reading``'s pieces read for this release, or for several at once)."""
         module = reading.module
         kernels = tuple(module.kernels)
         if reading.lexer_error is not None:
@@ -204,7 +199,7 @@ class PtxChecker:
     def _problems(self, reading: Reading) -> dict[int, list[Decision]]:
         """For each function (by index in module.functions) whose body holds statements this release
         refuses, the first refusal of each kind, in body order."""
-        occurrences = reading.look_up((self,))
+        occurrences = reading.look_up()
         bad = []
         for shape in occurrences.keys() - self.ok_shapes:  # C-level: the shapes not known ok at this release
             decision = self.decide_shape(shape)
@@ -212,7 +207,7 @@ class PtxChecker:
                 self.ok_shapes.add(shape)
             else:
                 bad.append((occurrences[shape], decision))
-        return reading.place(bad, _REFUSALS, operator.attrgetter("status")) if bad else {}
+        return reading.place(bad, _REFUSALS) if bad else {}
 
     def _function(self, function: Function,
                   problems: Sequence[Decision]) -> tuple[tuple[str, str] | None, tuple[str, str] | None]:

@@ -28,7 +28,7 @@ import itertools
 import operator
 import re
 from bisect import bisect_left, bisect_right
-from collections.abc import Callable, Iterable, Sequence
+from collections.abc import Iterable, Sequence
 from typing import NamedTuple, Protocol, TypeVar
 
 from cuda4amd.scan.read.ptx.lexer import ZERO_DIGITS, lexer_error, read_piece, strip
@@ -50,9 +50,6 @@ _IDENTIFIERS = re.compile(rb"%[\w$]+|(?<![\w.$%])[A-Za-z_$][\w$]*")
 MAX_PIECES = 1 << 20
 
 
-_D = TypeVar("_D")
-
-
 class KeyJudge(Protocol):
     """What a release's checker says of a key shape: its decision when the text need not be looked at
     (every exact head it stands for decides so), else None."""
@@ -63,6 +60,9 @@ class KeyJudge(Protocol):
 class _Decided(Protocol):
     @property
     def status(self) -> str: ...
+
+
+_D = TypeVar("_D", bound=_Decided)
 
 
 class Piece(NamedTuple):
@@ -155,6 +155,7 @@ class Reading:
     rules/kernels/)."""
 
     def __init__(self, text: bytes, pieces: Pieces) -> None:
+        self._checkers = pieces.checkers  # the releases the pieces were read for: look_up serves them all
         stripped = False
         marked = text.translate(ZERO_DIGITS)
         #: the text cut at `;`, digits 0, in text order
@@ -189,15 +190,15 @@ class Reading:
             self._stripped = strip(text) if b"/" in text or b'"' in text else text
         return self._stripped
 
-    def look_up(self, checkers: Sequence[KeyJudge]) -> dict[Shape, list[int]]:
-        """Where the statements occur that one of ``checkers`` must decide as written: each shape (the exact
+    def look_up(self) -> dict[Shape, list[int]]:
+        """Where the statements occur that one of the releases must decide as written: each shape (the exact
         shape of a key whose exact heads decide apart, else the key's) -> the pieces, ascending. The keys are
         found in one pass for all releases; made once per reading."""
         if self._occurrences is not None:
             return self._occurrences
         wanted: dict[bytes, bool] = {}  # key -> read occurrence by occurrence
         for key, fact in self.special.items():
-            decisions = [checker.decide_key(fact.shape) for checker in checkers]
+            decisions = [checker.decide_key(fact.shape) for checker in self._checkers]
             if not all(map(_ok, decisions)):
                 wanted[key] = None in decisions
         self.locate(wanted)
@@ -211,8 +212,7 @@ class Reading:
         self._occurrences = occurrences
         return occurrences
 
-    def place(self, bad: Iterable[tuple[Sequence[int], _D]], order: Sequence[str],
-              status: Callable[[_D], str]) -> dict[int, list[_D]]:
+    def place(self, bad: Iterable[tuple[Sequence[int], _D]], order: Sequence[str]) -> dict[int, list[_D]]:
         """Refused statements ((the pieces, ascending; what was decided), each kind of decision in
         ``order``) -> for each function whose body holds one of a kind (index in module.functions), the
         first of each kind in it, in body order. Statements outside every body count for none."""
@@ -221,7 +221,7 @@ class Reading:
         firsts, numbers = self._body_pieces
         kinds: dict[str, list[tuple[int, _D]]] = {}
         for indices, decision in bad:
-            kinds.setdefault(status(decision), []).extend(zip(indices, itertools.repeat(decision)))
+            kinds.setdefault(decision.status, []).extend(zip(indices, itertools.repeat(decision)))
         found: dict[int, list[tuple[int, _D]]] = {}
         for kind in order:
             hits = sorted(kinds.get(kind, ()), key=operator.itemgetter(0))

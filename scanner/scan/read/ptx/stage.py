@@ -21,8 +21,8 @@ from cuda4amd.model import PTX_CHECK_COUNTS
 from cuda4amd.rules.ptx_rules import load_ptx_rule_files, load_ptx_rules
 from cuda4amd.scan.read.binview import Buffer
 from cuda4amd.scan.read.ptx.entries import ptx_texts
-from cuda4amd.scan.read.ptx.judge import OUTCOMES, ModuleResult, PtxChecker, read_text
-from cuda4amd.scan.read.ptx.reading import Pieces
+from cuda4amd.scan.read.ptx.judge import OUTCOMES, ModuleResult, PtxChecker
+from cuda4amd.scan.read.ptx.reading import Pieces, Reading
 
 __all__ = ["COUNTS", "PtxFacts", "PtxStage"]
 
@@ -64,10 +64,9 @@ class PtxStage:
         if results is None:
             if len(self.results) >= MAX_RESULTS:
                 self.results.clear()
-            reading = read_text(text, self.pieces)
-            checkers = list(self.checkers.values())
-            reading.look_up(checkers)  # one pass for all releases
-            results = self.results[key] = tuple(checker.check_reading(reading) for checker in checkers)
+            reading = Reading(text, self.pieces)
+            reading.look_up()  # one pass for all releases
+            results = self.results[key] = tuple(checker.check_reading(reading) for checker in self.checkers.values())
         return results
 
     def check(self, buf: Buffer, offsets: Sequence[int]) -> PtxFacts:
