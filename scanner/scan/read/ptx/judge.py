@@ -71,6 +71,8 @@ class ModuleResult:
     entries: int = 0
 
 
+#: a head's opcode, the pattern it selects, {variable: modifier} and its modifiers
+_FittedHead = tuple[str, Form, dict[str, str], frozenset[str]]
 #: the most exact heads one key's head is expanded into (more: the key is looked up in the text)
 MAX_VARIANTS = 64
 
@@ -89,6 +91,10 @@ class PtxChecker:
     keywords: frozenset[str] = field(init=False)
     #: a head's dotted part with digits 0 -> the lexer's tokens that read so
     by_zeroed: dict[bytes, tuple[bytes, ...]] = field(init=False)
+    #: each head decided -> its pattern and modifiers, or its decision when the head alone decides it
+    _heads: dict[str, Decision | _FittedHead] = field(default_factory=dict, repr=False)
+    #: (a pattern's arguments, operands) -> the arguments present, or None when the operands do not fit
+    _arguments: dict[tuple[tuple[ArgSlot, ...], str], set[str] | None] = field(default_factory=dict, repr=False)
 
     def __post_init__(self) -> None:
         self.keywords = self.rules.tokens | self.rules.modifier_tokens | frozenset(self.rules.forms)
@@ -286,9 +292,31 @@ class PtxChecker:
 
     def decide(self, head: str, operands: str) -> Decision:
         """One statement ``head operands;`` as ZLUDA's generated parser and its translator see it."""
+        fitted = self._heads.get(head)
+        if fitted is None:  # a head is read once: a scan meets each with a few operand shapes
+            fitted = self._heads[head] = self._fit_head(head)
+        if isinstance(fitted, Decision):
+            return fitted
+        opcode, form, filled, known = fitted
+        fit = (form.arguments, operands)
+        args = self._arguments.get(fit, ())
+        if args == ():  # patterns share argument lists (one per form): each fit is read once
+            args = self._arguments[fit] = _match_arguments(form.arguments, tokens(operands, self.keywords))
+        if args is None:
+            written = f"{head}{operands.rstrip()}"[:100]
+            return Decision("drop", f"{written}: operands do not fit {opcode}'s pattern", form.source)
+        present = dict(filled)
+        present.update(dict.fromkeys(args, ""))
+        for error in form.errors:
+            if all(_holds(condition, present) for condition in error.when):
+                what = error.message or error.kind
+                return Decision("drop", f"{head}: {what}", error.source)
+        return self._refusal(opcode, known, operands, head)
+
+    def _fit_head(self, head: str) -> Decision | _FittedHead:
+        """What a head reads as (_FittedHead), or its decision when the head alone decides it."""
         parts = tokens(head, self.keywords)
         opcode = parts[0][1]
-        written = f"{head}{operands.rstrip()}"[:100]
         defs = self.rules.forms.get(opcode)
         if not defs or parts[0][0] != "kw":
             return Decision("drop", f"{head}: no rule for `{opcode}`", self.rules.drop_source)
@@ -299,29 +327,21 @@ class PtxChecker:
             return Decision("drop", f"{head}: not a modifier", defs[0].source)
         # modifiers are the tokens the lexer has as modifier literals; the first other one ends them
         known = [m for m in modifiers if m in self.rules.modifier_tokens]
-        rest = ""
         if len(known) != len(modifiers):
             cut = next(i for i, m in enumerate(modifiers) if m not in self.rules.modifier_tokens)
             known = modifiers[:cut]
             rest = "".join(modifiers[cut:])
+        else:
+            rest = ""
         form = _select(defs, known)
         if form is None:
             return Decision("drop", f"{head}: no pattern of `{opcode}` takes these modifiers", defs[0].source)
         filled = _assign(form, known)
         if filled is None or rest:
             return Decision("drop", f"{head}: modifiers do not fit {opcode}'s pattern", form.source)
-        args = _match_arguments(form.arguments, tokens(rest + operands, self.keywords))
-        if args is None:
-            return Decision("drop", f"{written}: operands do not fit {opcode}'s pattern", form.source)
-        present = dict(filled)
-        present.update(dict.fromkeys(args, ""))
-        for error in form.errors:
-            if all(_holds(condition, present) for condition in error.when):
-                what = error.message or error.kind
-                return Decision("drop", f"{head}: {what}", error.source)
-        return self._refusal(opcode, set(known), operands, head)
+        return opcode, form, filled, frozenset(known)
 
-    def _refusal(self, opcode: str, modifiers: set[str], operands: str, head: str) -> Decision:
+    def _refusal(self, opcode: str, modifiers: frozenset[str], operands: str, head: str) -> Decision:
         for refusal in self.rules.refusals:
             if refusal.opcode not in ("*", opcode):
                 continue

@@ -203,12 +203,18 @@ class Reading:
                 wanted[key] = None in decisions
         self.locate(wanted)
         occurrences: dict[Shape, list[int]] = {}
+        merged = []  # the shapes several keys occur as: their pieces sorted once
         for key, exact in wanted.items():
             groups = self.by_shape(key) if exact else {self.special[key].shape: self._found[key]}
             for shape, indices in groups.items():
-                occurrences.setdefault(shape, []).extend(indices)
-        for indices in occurrences.values():
-            indices.sort()
+                known = occurrences.get(shape)
+                if known is None:
+                    occurrences[shape] = indices  # one key's pieces, ascending: kept, not copied
+                else:
+                    occurrences[shape] = known + indices
+                    merged.append(shape)
+        for shape in merged:
+            occurrences[shape].sort()
         self._occurrences = occurrences
         return occurrences
 
