@@ -300,7 +300,7 @@ class PtxChecker:
         opcode, form, filled, known = fitted
         fit = (form.arguments, operands)
         args = self._arguments.get(fit, ())
-        if args == ():  # patterns share argument lists (one per form): each fit is read once
+        if args == ():  # patterns with equal argument lists share each fit: it is read once
             args = self._arguments[fit] = _match_arguments(form.arguments, tokens(operands, self.keywords))
         if args is None:
             written = f"{head}{operands.rstrip()}"[:100]

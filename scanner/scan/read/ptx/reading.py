@@ -225,19 +225,23 @@ class Reading:
         if self._body_pieces is None:
             self._body_pieces = self._first_pieces()
         firsts, numbers = self._body_pieces
-        kinds: dict[str, list[tuple[int, _D]]] = {}
+        kinds = set(order)
+        firsts_of: dict[tuple[int, str], tuple[int, _D]] = {}  # (body, kind) -> its first refused piece
         for indices, decision in bad:
-            kinds.setdefault(decision.status, []).extend(zip(indices, itertools.repeat(decision)))
+            if decision.status not in kinds:
+                continue
+            at = bisect_left(indices, firsts[0]) if firsts else len(indices)
+            while at < len(indices):  # the shape's first piece in each body, the bodies found by bisection
+                piece = indices[at]
+                body = bisect_right(firsts, piece) - 1
+                if piece <= self._last_piece(body):
+                    known = firsts_of.get((body, decision.status))
+                    if known is None or piece < known[0]:
+                        firsts_of[(body, decision.status)] = (piece, decision)
+                at = bisect_left(indices, firsts[body + 1], at) if body + 1 < len(firsts) else len(indices)
         found: dict[int, list[tuple[int, _D]]] = {}
-        for kind in order:
-            hits = sorted(kinds.get(kind, ()), key=operator.itemgetter(0))
-            pieces = [piece for piece, _ in hits]
-            at = bisect_left(pieces, firsts[0]) if firsts else len(hits)
-            while at < len(hits):  # the first of this kind in each body, the bodies found by bisection
-                body = bisect_right(firsts, pieces[at]) - 1
-                if pieces[at] <= self._last_piece(body):
-                    found.setdefault(numbers[body], []).append(hits[at])
-                at = bisect_left(pieces, firsts[body + 1]) if body + 1 < len(firsts) else len(hits)
+        for (body, _), first in firsts_of.items():
+            found.setdefault(numbers[body], []).append(first)
         return {number: [d for _, d in sorted(first, key=operator.itemgetter(0))] for number, first in found.items()}
 
     def _last_piece(self, body: int) -> int:
