@@ -161,6 +161,27 @@ def test_one_statement(statement, status, tags):
         assert status == "ok" or decision.source.split(" ")[0].endswith(f"@{tag}")
 
 
+_SHARING = [  # heads met with several operand shapes, operand shapes met with several heads and patterns
+    b"ld.global.u32 %r1, %rd13", b"ld.global.u32 %r1, [%rd13]", b"ld.global.u64 %rd1, [%rd13]",
+    b"ld.global.v4.u32 {%r1, %r2, %r3, %r4}, [%rd13+16]", b"ld.global.u32 {%r1, %r2, %r3, %r4}, [%rd13+16]",
+    b"setp.eq.s32 %p1|%p2, %r1, 0", b"setp.eq.s32 %p1, %r1, 0", b"setp.eq.u32 %p1|%p2, %r1, 0",
+    b"mov.u32 %r1, %r2", b"mov.f32 %f1, %f2", b"mov.f16 %h1, %h2", b"add.s32 %r1, %r2", b"add.s32 %r1, %r2, %r3",
+    b"red.global.add.f32 [%rd2], %f1", b"bfind.shiftamt.u32 %r2, %r1", b"ld.global.L2::cache_hint.u32 %r1, [%rd1], %rd2",
+]
+
+
+@pytest.mark.parametrize("tag", TAGS)
+def test_what_a_checker_keeps_between_statements_changes_no_decision(tag):
+    # a head is fitted once and each (arguments, operands) fit read once per checker: statements
+    # sharing either, decided by one checker in either order, decide as each does alone
+    alone = [PtxChecker(RULES[tag]).decide_statement(s) for s in _SHARING]
+    for order in (_SHARING, _SHARING[::-1]):
+        shared = PtxChecker(RULES[tag])
+        decided = {s: shared.decide_statement(s) for s in order}
+        assert [decided[s] for s in _SHARING] == alone
+    assert len({d.status for d in alone}) > 1
+
+
 def test_lexer_alphabet():
     assert lexer_error(strip(b".version 8.0 // a comment with * & # and a lone _\n")) is None
     assert lexer_error(strip(b'.file 1 "a&b.cu"\n')) is None
