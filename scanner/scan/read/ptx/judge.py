@@ -327,12 +327,11 @@ class PtxChecker:
             return Decision("drop", f"{head}: not a modifier", defs[0].source)
         # modifiers are the tokens the lexer has as modifier literals; the first other one ends them
         known = [m for m in modifiers if m in self.rules.modifier_tokens]
+        rest = ""
         if len(known) != len(modifiers):
             cut = next(i for i, m in enumerate(modifiers) if m not in self.rules.modifier_tokens)
             known = modifiers[:cut]
             rest = "".join(modifiers[cut:])
-        else:
-            rest = ""
         form = _select(defs, known)
         if form is None:
             return Decision("drop", f"{head}: no pattern of `{opcode}` takes these modifiers", defs[0].source)
